@@ -97,7 +97,7 @@ Plan = Union[LinearPlan, NonlinearPlan]
 class PlanLimits:
     """Length limits: a linear plan's tools; a nonlinear plan's per-branch and tail tools."""
 
-    max_tools: int = 5
+    max_tools: int = 6
     max_branch: int = 3
     max_tail: int = 2
 

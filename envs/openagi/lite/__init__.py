@@ -1,0 +1,16 @@
+"""The offline "lite" expert zoo: real classical / small learned methods, no downloads."""
+
+from __future__ import annotations
+
+from envs.openagi.registry import ToolRegistry
+
+
+def build_lite_registry() -> ToolRegistry:
+    """All lite experts. Learned ones train on first use (on data disjoint from task samples)."""
+    from envs.openagi.lite.image_experts import register_image_experts
+    from envs.openagi.lite.text_experts import register_text_experts
+
+    registry = ToolRegistry()
+    register_image_experts(registry)
+    register_text_experts(registry)
+    return registry

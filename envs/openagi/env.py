@@ -1,0 +1,204 @@
+"""``OpenAGI-Lite-v0``: a Gymnasium environment where an action is a plan and its score the reward.
+
+One episode is one task: ``reset()`` picks a task of the configured split (or the one given as
+``options={"task": id}``) and returns its description; ``step(plan)`` executes the plan (text in
+the canonical syntax, or a Plan object) on the task's samples and ends the episode. Invalid plans
+score 0 with the reason in ``info["error"]``; nothing a planner emits can crash the environment.
+
+For RL, :meth:`OpenAGIEnv.score` scores many (task, plan) pairs in one call, sharing the
+execution cache across them.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.openagi.cache import ExecutionCache
+from envs.openagi.executor import PlanExecutor
+from envs.openagi.metrics import score_batch
+from envs.openagi.plans import Plan, PlanError, PlanLimits, format_plan, parse_and_check
+from envs.openagi.registry import ToolRegistry
+from envs.openagi.split import SPLITS, load_split
+from envs.openagi.suite import SUITE_LIMITS, build_suite
+from envs.openagi.tasks import Task
+
+CHARSET = frozenset(string.printable)
+
+
+@dataclass
+class PlanResult:
+    """The outcome of one (task, plan) pair."""
+
+    task_id: int
+    plan_text: str
+    reward: float
+    valid: bool
+    error: str | None = None
+    error_reason: str | None = None
+    scores: list[float] = field(default_factory=list)
+    sample_errors: list[str | None] = field(default_factory=list)
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "plan": self.plan_text,
+            "valid": self.valid,
+            "error": self.error,
+            "error_reason": self.error_reason,
+            "scores": self.scores,
+            "sample_errors": self.sample_errors,
+        }
+
+
+def _backend_registry(backend: str) -> ToolRegistry:
+    if backend == "lite":
+        from envs.openagi.lite import build_lite_registry
+
+        return build_lite_registry()
+    if backend == "hf":
+        from envs.openagi.hf import build_hf_registry  # type: ignore[import-not-found]
+
+        return build_hf_registry()
+    raise ValueError(f"unknown backend {backend!r}; expected 'lite' or 'hf'")
+
+
+class OpenAGIEnv(gym.Env):
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        suite: str = "lite",
+        split: str = "train",
+        backend: str = "lite",
+        n_samples: int = 20,
+        samples_per_step: int | None = None,
+        data_seed: int = 0,
+        cache_bytes: int = 512 * 2**20,
+        limits: PlanLimits | None = None,
+        registry: ToolRegistry | None = None,
+        tasks: Sequence[Task] | None = None,
+        render_mode: str | None = None,
+    ):
+        if split not in (*SPLITS, "all"):
+            raise ValueError(f"unknown split {split!r}; expected one of {', '.join((*SPLITS, 'all'))}")
+        if samples_per_step is not None and samples_per_step < 1:
+            raise ValueError(f"samples_per_step={samples_per_step}: expected None (all) or >= 1")
+        self.registry = registry if registry is not None else _backend_registry(backend)
+        all_tasks = list(tasks) if tasks is not None else list(build_suite(suite, data_seed, n_samples))
+        self.tasks_by_id = {t.id: t for t in all_tasks}
+        if tasks is not None or split == "all":
+            self.task_ids = [t.id for t in all_tasks]
+        else:
+            self.task_ids = load_split(suite)[split]
+        self.split = split
+        self.limits = limits or SUITE_LIMITS.get(suite, PlanLimits())
+        self.samples_per_step = samples_per_step
+        self.cache = ExecutionCache(cache_bytes) if cache_bytes else None
+        self.executor = PlanExecutor(self.registry, self.cache)
+        self.render_mode = render_mode
+        self.observation_space = spaces.Text(max_length=1024, charset=CHARSET)
+        self.action_space = spaces.Text(max_length=1024, charset=CHARSET)
+        self.task: Task | None = None
+        self._last: PlanResult | None = None
+
+    # -------------------------------------------------------------------------- gym API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        if "task" in options:
+            self.task = self.get_task(options["task"])
+        else:
+            self.task = self.tasks_by_id[self.task_ids[int(self.np_random.integers(len(self.task_ids)))]]
+        self._last = None
+        return self.task.description, self._task_info(self.task)
+
+    def step(self, action: str | Plan):
+        if self.task is None:
+            raise RuntimeError("call reset() before step()")
+        result = self.score([(self.task, action)])[0]
+        self._last = result
+        info = {**self._task_info(self.task), **result.info()}
+        return self.task.description, result.reward, True, False, info
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self.task is None:
+            return None
+        text = f"task {self.task.id}: {self.task.description}"
+        if self._last is not None:
+            text += f"\nplan: {self._last.plan_text}\nreward: {self._last.reward:.4f}"
+            if self._last.error:
+                text += f" (invalid: {self._last.error})"
+        return text
+
+    # --------------------------------------------------------------------------- batched
+    def get_task(self, task: int | str | Task) -> Task:
+        if isinstance(task, Task):
+            return task
+        if isinstance(task, str):
+            for t in self.tasks_by_id.values():
+                if task in (t.name, t.description):
+                    return t
+        elif isinstance(task, (int, np.integer)) and int(task) in self.tasks_by_id:
+            return self.tasks_by_id[int(task)]
+        raise ValueError(
+            f"unknown task {task!r}; expected a task id in 0..{max(self.tasks_by_id)}, a name like "
+            "'task-003' or a task description"
+        )
+
+    def tasks(self) -> list[Task]:
+        return [self.tasks_by_id[i] for i in self.task_ids]
+
+    def samples_for(self, task: Task):
+        k = self.samples_per_step
+        if k is None or k >= len(task.samples):
+            return task.samples
+        idx = np.sort(self.np_random.choice(len(task.samples), size=k, replace=False))
+        return [task.samples[i] for i in idx]
+
+    def score(self, pairs: Sequence[tuple[int | str | Task, str | Plan]]) -> list[PlanResult]:
+        """Score many (task, plan) pairs. Plans may be text or Plan objects; invalid ones score 0."""
+        return [self._score_one(self.get_task(t), p) for t, p in pairs]
+
+    def _score_one(self, task: Task, action: str | Plan) -> PlanResult:
+        text = action if isinstance(action, str) else _safe_format(action)
+        try:
+            plan = parse_and_check(action, self.registry, task.inputs, task.target, self.limits)
+        except PlanError as exc:
+            return PlanResult(task.id, text, 0.0, False, str(exc), exc.reason)
+        except Exception as exc:  # a malformed object, not a string: still never crash
+            return PlanResult(task.id, text, 0.0, False, f"{type(exc).__name__}: {exc}", "invalid")
+        samples = self.samples_for(task)
+        run = self.executor.run(plan, samples)
+        ok = [i for i, e in enumerate(run.errors) if e is None]
+        scores = [0.0] * len(samples)
+        if ok:
+            vals = score_batch(task.metric, [run.outputs[i] for i in ok], [samples[i].target for i in ok])
+            for i, v in zip(ok, vals):
+                scores[i] = v
+        reward = float(np.mean(scores)) if scores else 0.0
+        if not math.isfinite(reward):
+            reward = 0.0
+        return PlanResult(task.id, format_plan(plan), reward, True, None, None, scores, run.errors)
+
+    def cache_stats(self):
+        return self.cache.stats() if self.cache is not None else None
+
+    @staticmethod
+    def _task_info(task: Task) -> dict[str, Any]:
+        return {"task_id": task.id, "inputs": task.inputs, "target": task.target, "metric": task.metric,
+                "family": task.family}
+
+
+def _safe_format(plan: Any) -> str:
+    try:
+        return format_plan(plan)
+    except Exception:
+        return repr(plan)

@@ -1,0 +1,96 @@
+"""Execute plans on samples: batched over samples, each (sample, plan prefix) computed once.
+
+A linear plan ``A, B, C`` is run prefix by prefix: the outputs of ``A`` on every sample, then of
+``A, B``, ... Each prefix's outputs are cached under ``(sample uid, prefix)``, so another plan that
+starts with ``A, B`` reuses them. A nonlinear plan runs its branches (keyed per input), the join
+and the tail the same way. An expert that raises on a batch is retried sample by sample, so one
+bad sample fails alone; failures are reported, never cached, and score 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envs.openagi.cache import ExecutionCache
+from envs.openagi.plans import LinearPlan, NonlinearPlan, Plan
+from envs.openagi.registry import ToolRegistry
+from envs.openagi.tasks import Sample
+
+
+@dataclass
+class Execution:
+    outputs: list[Any]  # None where the sample failed
+    errors: list[str | None]
+
+
+class PlanExecutor:
+    def __init__(self, registry: ToolRegistry, cache: ExecutionCache | None = None):
+        self.registry = registry
+        self.cache = cache
+        self.tool_calls = 0  # batched expert calls made (a cost measure for benchmarks)
+
+    def run(self, plan: Plan, samples: Sequence[Sample]) -> Execution:
+        n = len(samples)
+        values: list[Any] = [None] * n
+        errors: list[str | None] = [None] * n
+        if isinstance(plan, LinearPlan):
+            values = [s.inputs[0] for s in samples]
+            self._chain(("L",), plan.tools, samples, values, errors)
+        elif isinstance(plan, NonlinearPlan):
+            branch_outs = []
+            for i, branch in enumerate(plan.branches):
+                vals = [s.inputs[i] for s in samples]
+                self._chain(("B", i), branch, samples, vals, errors)
+                branch_outs.append(vals)
+            key = ("J", plan.branches, plan.join)
+            values = self._apply(key, plan.join, samples, branch_outs, errors)
+            self._chain(key, plan.tail, samples, values, errors)
+        else:
+            raise TypeError(f"expected a LinearPlan or NonlinearPlan, got {type(plan).__name__}")
+        return Execution([None if e else v for v, e in zip(values, errors)], errors)
+
+    def _chain(self, base: tuple, tools: Sequence[str], samples, values: list, errors: list) -> None:
+        """Apply ``tools`` in turn, updating ``values`` in place."""
+        for j, name in enumerate(tools):
+            key = (*base, tuple(tools[: j + 1]))
+            values[:] = self._apply(key, name, samples, [values], errors)
+
+    def _apply(self, key: tuple, name: str, samples, args: list[list], errors: list) -> list:
+        out: list[Any] = [None] * len(samples)
+        todo = []
+        for idx, s in enumerate(samples):
+            if errors[idx]:
+                continue
+            if self.cache is not None:
+                hit, val = self.cache.lookup((s.uid, key))
+                if hit:
+                    out[idx] = val
+                    continue
+            todo.append(idx)
+        if not todo:
+            return out
+        tool = self.registry[name]
+        batch = [[a[i] for i in todo] for a in args]
+        try:
+            self.tool_calls += 1
+            results = tool(*batch)
+        except Exception:
+            results = None
+        if results is None:  # isolate the failing samples
+            results = []
+            for pos, idx in enumerate(todo):
+                try:
+                    self.tool_calls += 1
+                    results.append(tool(*[[b[pos]] for b in batch])[0])
+                except Exception as exc:  # an expert fault fails the sample, not the run
+                    errors[idx] = f"{name} raised {type(exc).__name__}: {exc}"
+                    results.append(None)
+        for idx, val in zip(todo, results):
+            if errors[idx]:
+                continue
+            out[idx] = val
+            if self.cache is not None:
+                self.cache.put((samples[idx].uid, key), val)
+        return out

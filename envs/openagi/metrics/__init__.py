@@ -1,0 +1,62 @@
+"""Metrics: a task names one; it maps (predictions, targets) to per-sample scores in [0, 1].
+
+A task's reward is the mean of its per-sample scores. Metric implementations are imported
+lazily so that, e.g., the MiniLM model loads only when a task scores free text with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+BatchMetric = Callable[[Sequence[Any], Sequence[Any]], list[float]]
+
+
+def _image_similarity(preds, targets):
+    from envs.openagi.metrics.image import image_similarity_batch
+
+    return image_similarity_batch(preds, targets)
+
+
+def _exact_match(preds, targets):
+    from envs.openagi.metrics.text import exact_match
+
+    return [exact_match(p, t) for p, t in zip(preds, targets)]
+
+
+def _token_f1(preds, targets):
+    from envs.openagi.metrics.text import token_f1
+
+    return [token_f1(p, t) for p, t in zip(preds, targets)]
+
+
+def _semantic_similarity(preds, targets):
+    from envs.openagi.metrics.text import semantic_similarity
+
+    return semantic_similarity(list(preds), list(targets))
+
+
+METRICS: dict[str, BatchMetric] = {
+    "image_similarity": _image_similarity,
+    "exact_match": _exact_match,
+    "token_f1": _token_f1,
+    "semantic_similarity": _semantic_similarity,
+}
+
+
+def get_metric(name: str) -> BatchMetric:
+    try:
+        return METRICS[name]
+    except KeyError:
+        raise ValueError(f"unknown metric {name!r}; expected one of: {', '.join(METRICS)}") from None
+
+
+def score_batch(metric: str, preds: Sequence[Any], targets: Sequence[Any]) -> list[float]:
+    """Per-sample scores, each clipped to [0, 1]; NaN (a broken output) scores 0."""
+    raw = get_metric(metric)(preds, targets)
+    out = []
+    for s in raw:
+        s = float(s)
+        out.append(0.0 if math.isnan(s) else min(1.0, max(0.0, s)))
+    return out
