@@ -1,0 +1,75 @@
+"""Baselines b for the REINFORCE advantage R - b.
+
+* ``moving_average`` — the paper's Eq. 4: b is an exponential moving average of the rewards of
+  previous batches (updated AFTER the advantage is computed, so b never contains the reward it
+  is subtracted from).
+* ``per_task`` — one such moving average per task (tasks differ wildly in attainable reward).
+* ``rloo`` — leave-one-out over the K samples of the same task in this batch: b_i is the mean of
+  the other K-1 rewards (unbiased; needs K >= 2).
+
+All baselines are plain state that checkpoints with ``state_dict`` / ``load_state_dict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+BASELINES = ("moving_average", "per_task", "rloo")
+
+
+@dataclass
+class Baseline:
+    kind: str = "moving_average"
+    decay: float = 0.9
+    value: float | None = None
+    per_task: dict[int, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in BASELINES:
+            raise ValueError(f"unknown baseline {self.kind!r}; expected one of {', '.join(BASELINES)}")
+        if not 0.0 <= self.decay < 1.0:
+            raise ValueError(f"baseline decay {self.decay!r}: expected a value in [0, 1)")
+
+    def advantages(self, rewards: Sequence[float], task_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(advantages, baselines) for a batch; then the moving averages take in this batch."""
+        r = np.asarray(rewards, dtype=np.float64)
+        ids = np.asarray(task_ids)
+        if self.kind == "rloo":
+            b = np.empty_like(r)
+            for t in np.unique(ids):
+                m = ids == t
+                k = int(m.sum())
+                b[m] = (r[m].sum() - r[m]) / (k - 1) if k > 1 else r[m]
+        elif self.kind == "per_task":
+            b = np.array([self.per_task.get(int(t), np.nan) for t in ids])
+            first = np.isnan(b)  # a task's first visit: its batch mean is the best guess
+            for t in np.unique(ids[first]):
+                b[first & (ids == t)] = r[ids == t].mean()
+            for t in np.unique(ids):
+                mean = float(r[ids == t].mean())
+                old = self.per_task.get(int(t))
+                self.per_task[int(t)] = mean if old is None else self.decay * old + (1 - self.decay) * mean
+        else:
+            b = np.full_like(r, r.mean() if self.value is None else self.value)
+            mean = float(r.mean())
+            self.value = mean if self.value is None else self.decay * self.value + (1 - self.decay) * mean
+        return r - b, b
+
+    def state_dict(self) -> dict:
+        return {"kind": self.kind, "decay": self.decay, "value": self.value,
+                "per_task": {str(k): v for k, v in self.per_task.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["kind"] != self.kind:
+            raise ValueError(f"checkpoint baseline is {state['kind']!r} but the config asks for {self.kind!r}")
+        self.value = state["value"]
+        self.per_task = {int(k): float(v) for k, v in state["per_task"].items()}
+
+
+def normalize(adv: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Scale advantages to unit standard deviation (no re-centring: the baseline did that)."""
+    std = float(adv.std())
+    return adv / (std + eps) if std > eps else adv
