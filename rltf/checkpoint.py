@@ -1,0 +1,78 @@
+"""Atomic training checkpoints: everything needed to continue a killed run bit for bit.
+
+``checkpoints/<run>/checkpoint-<step>/`` holds the planner (``save_pretrained``: full model or
+adapter), ``trainer_state.pt`` (optimizer, scheduler, baseline, step, metric history, every RNG
+state) — written into a temporary folder and renamed into place, so a run killed mid-write
+leaves the previous checkpoint intact. ``latest`` names the newest complete checkpoint.
+The execution cache is not saved: it only makes scoring faster, never different.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+LATEST = "latest"
+STATE_FILE = "trainer_state.pt"
+MODEL_DIR = "planner"
+
+
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(run_dir: Path, step: int, planner, state: dict[str, Any], keep: int = 2) -> Path:
+    """Write ``checkpoint-<step>`` atomically, point ``latest`` at it, keep the newest ``keep``."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    final = run_dir / f"checkpoint-{step}"
+    tmp = Path(tempfile.mkdtemp(prefix=f".checkpoint-{step}-", dir=run_dir))
+    try:
+        planner.save_pretrained(tmp / MODEL_DIR)
+        torch.save({**state, "step": step}, tmp / STATE_FILE)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    pointer = run_dir / f".{LATEST}.tmp"
+    pointer.write_text(final.name + "\n")
+    os.replace(pointer, run_dir / LATEST)
+    old = sorted((p for p in run_dir.glob("checkpoint-*") if p.is_dir()), key=lambda p: int(p.name.split("-")[1]))
+    for p in old[:-keep] if keep > 0 else []:
+        shutil.rmtree(p, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    pointer = Path(run_dir) / LATEST
+    if not pointer.exists():
+        return None
+    path = Path(run_dir) / pointer.read_text().strip()
+    if not (path / STATE_FILE).exists():
+        raise FileNotFoundError(
+            f"{pointer} names {path.name}, which has no {STATE_FILE}; the checkpoint is damaged — "
+            f"delete {pointer} to resume from an older one or start over"
+        )
+    return path
+
+
+def load_state(checkpoint: Path) -> dict[str, Any]:
+    return torch.load(Path(checkpoint) / STATE_FILE, weights_only=False)

@@ -1,0 +1,88 @@
+"""Experiment tracking: wandb (offline without an API key), tensorboard or nothing, plus a plot.
+
+Only the main process logs. ``report_to: wandb`` switches to ``WANDB_MODE=offline`` when no API
+key is configured, so a run never dies for want of an account; sync it later with ``wandb sync``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+class Tracker:
+    def __init__(self, report_to: str, run_dir: Path, run_name: str, config: dict[str, Any],
+                 project: str = "rltf", enabled: bool = True):
+        self.report_to = report_to if enabled else "none"
+        self.run_dir = Path(run_dir)
+        self.history: list[dict[str, Any]] = []
+        self._wandb = self._tb = None
+        if self.report_to == "wandb":
+            import wandb
+
+            if not os.environ.get("WANDB_API_KEY") and not os.environ.get("WANDB_MODE"):
+                os.environ["WANDB_MODE"] = "offline"
+            self._wandb = wandb.init(project=project, name=run_name, dir=str(self.run_dir), config=config,
+                                     reinit="finish_previous")
+        elif self.report_to == "tensorboard":
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
+        elif self.report_to != "none":
+            raise ValueError(f"report_to={report_to!r}: expected none, wandb or tensorboard")
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        row = {"step": step, **metrics}
+        self.history.append(row)
+        if self._wandb is not None:
+            self._wandb.log(metrics, step=step)
+        if self._tb is not None:
+            for k, v in metrics.items():
+                self._tb.add_scalar(k, v, step)
+
+    def finish(self) -> None:
+        if self._wandb is not None:
+            self._wandb.finish()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF") -> Path:
+    """PNG of the train reward (raw and smoothed) and the held-out score at each evaluation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [(r["step"], r["train/reward"]) for r in history if "train/reward" in r]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if train:
+        xs, ys = zip(*train)
+        ax.plot(xs, ys, alpha=0.3, color="C0", label="train reward (batch)")
+        smooth, acc = [], None
+        for y in ys:
+            acc = y if acc is None else 0.9 * acc + 0.1 * y
+            smooth.append(acc)
+        ax.plot(xs, smooth, color="C0", label="train reward (EMA 0.9)")
+    for i, key in enumerate(sorted({k for r in history for k in r if k.startswith("eval/") and k.endswith("/score")})):
+        pts = [(r["step"], r[key]) for r in history if key in r]
+        xs, ys = zip(*pts)
+        ax.plot(xs, ys, "o-", color=f"C{i + 1}", label=key.removeprefix("eval/").removesuffix("/score") + " score")
+    ax.set_xlabel("RLTF step")
+    ax.set_ylabel("reward")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
