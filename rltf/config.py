@@ -100,8 +100,8 @@ class EnvSettings:
     backend: Literal["lite", "hf"] = "lite"
     n_samples: int = num(20, gt=0)  # samples per task
     samples_per_step: int = num(8, gt=0)  # samples a plan is scored on per training step
-    cache_size: int = num(100_000, ge=0)
-    split_seed: int = num(0, ge=0)
+    cache_mib: int = num(512, ge=0)  # execution-cache budget (0 disables the cache)
+    data_seed: int = num(0, ge=0)  # seeds the task samples (the split itself is persisted)
 
 
 @dataclass

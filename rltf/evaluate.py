@@ -1,0 +1,133 @@
+"""Held-out evaluation: the paper's four learning schemas, plus the reference plans and the oracle.
+
+* ``zero`` / ``few`` — the planner writes free text (unconstrained greedy ``generate``; few-shot
+  prompts carry ``k`` solved train tasks), mapped onto a valid plan by MiniLM sentence similarity
+  (OpenAGI's method); text that maps onto no valid plan scores 0.
+* ``finetuned`` / ``rltf`` — constrained beam search, best plan.
+* ``reference`` — the suite's reference plans (the supervised labels); ``oracle`` — the best plan
+  by exhaustive search. Both bound the planners from either side.
+
+Scores are per task (mean over the task's samples); the table averages them per metric family
+and overall (every task weighs the same), like the paper's Table 5.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from constrained_decoding.decode import beam_search_plans
+from constrained_decoding.freeform import map_free_text_to_plan
+from constrained_decoding.prompts import format_prompt
+from envs.openagi.env import OpenAGIEnv
+from envs.openagi.oracle import oracle_for_task
+from envs.openagi.plans import PlanError, format_plan
+from envs.openagi.tasks import Task
+
+SCHEMAS = ("zero", "few", "finetuned", "rltf", "reference", "oracle")
+
+
+@dataclass
+class SchemaResult:
+    schema: str
+    plans: dict[int, str] = field(default_factory=dict)
+    scores: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def overall(self) -> float:
+        return float(np.mean(list(self.scores.values()))) if self.scores else 0.0
+
+
+def constrained_schema(name: str, planner, env: OpenAGIEnv, tasks: Sequence[Task], num_beams: int) -> SchemaResult:
+    """Best plan of a constrained beam search per task, scored on all of the task's samples."""
+    prompts = [format_prompt(t.description, planner.is_encoder_decoder) for t in tasks]
+    best = beam_search_plans(planner.model, planner.tokenizer, prompts, [(t.inputs, t.target) for t in tasks],
+                             num_beams=num_beams, num_return=1, registry=env.registry, limits=env.limits)
+    return _score(name, env, tasks, [b[0].plan for b in best])
+
+
+def few_shot_prompt(task: Task, examples: Sequence[Task], encoder_decoder: bool) -> str:
+    shots = "".join(f"Task: {e.description}\nPlan: {format_plan(e.reference_plan)}\n\n" for e in examples)
+    return format_prompt(f"{shots}Task: {task.description}", encoder_decoder) if shots else \
+        format_prompt(task.description, encoder_decoder)
+
+
+@torch.inference_mode()
+def free_text(planner, prompts: Sequence[str], max_new_tokens: int = 64, batch_size: int = 16) -> list[str]:
+    """Unconstrained greedy continuations (what a zero-/few-shot planner writes)."""
+    model, tok = planner.model, planner.tokenizer
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    out: list[str] = []
+    try:
+        for i in range(0, len(prompts), batch_size):
+            enc = tok(list(prompts[i : i + batch_size]), return_tensors="pt", padding=True).to(device)
+            gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                                 pad_token_id=tok.pad_token_id)
+            if not planner.is_encoder_decoder:
+                gen = gen[:, enc["input_ids"].shape[1]:]
+            out.extend(tok.batch_decode(gen, skip_special_tokens=True))
+    finally:
+        model.train(was_training)
+    return out
+
+
+def free_form_schema(name: str, planner, env: OpenAGIEnv, tasks: Sequence[Task], examples: Sequence[Task],
+                     max_new_tokens: int = 64) -> SchemaResult:
+    prompts = [few_shot_prompt(t, examples, planner.is_encoder_decoder) for t in tasks]
+    texts = free_text(planner, prompts, max_new_tokens)
+    plans = []
+    for t, text in zip(tasks, texts):
+        try:
+            plans.append(map_free_text_to_plan(text, env.registry, (t.inputs, t.target), env.limits))
+        except PlanError:
+            plans.append(text)  # scored as the invalid plan it is: 0
+    return _score(name, env, tasks, plans)
+
+
+def reference_schema(env: OpenAGIEnv, tasks: Sequence[Task]) -> SchemaResult:
+    return _score("reference", env, tasks, [t.reference_plan for t in tasks])
+
+
+def oracle_schema(env: OpenAGIEnv, tasks: Sequence[Task]) -> SchemaResult:
+    res = SchemaResult("oracle")
+    for t in tasks:
+        e = oracle_for_task(env, t)
+        res.plans[t.id], res.scores[t.id] = e.oracle_plan, e.oracle_score
+    return res
+
+
+def _score(name: str, env: OpenAGIEnv, tasks: Sequence[Task], plans) -> SchemaResult:
+    res = SchemaResult(name)
+    for t, r in zip(tasks, env.score(list(zip(tasks, plans)))):
+        res.plans[t.id], res.scores[t.id] = r.plan_text, r.reward
+    return res
+
+
+def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task]) -> dict:
+    """``{"columns": [...], "rows": {schema: {column: score}}}`` — per metric and overall."""
+    by_metric: dict[str, list[int]] = defaultdict(list)
+    for t in tasks:
+        by_metric[t.metric].append(t.id)
+    columns = [*sorted(by_metric), "overall"]
+    rows = {}
+    for r in results:
+        row = {m: float(np.mean([r.scores[i] for i in ids])) for m, ids in sorted(by_metric.items())}
+        row["overall"] = r.overall
+        rows[r.schema] = row
+    return {"columns": columns, "n_tasks": {m: len(v) for m, v in by_metric.items()} | {"overall": len(tasks)},
+            "rows": rows}
+
+
+def table_markdown(table: dict, title: str) -> str:
+    cols = table["columns"]
+    head = "| schema | " + " | ".join(f"{c} ({table['n_tasks'][c]})" for c in cols) + " |"
+    lines = [f"### {title}", "", head, "|" + "---|" * (len(cols) + 1)]
+    for schema, row in table["rows"].items():
+        lines.append(f"| {schema} | " + " | ".join(f"{row[c]:.4f}" for c in cols) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,154 @@
+"""The main job: config -> planner + env -> fine-tuning warm start -> RLTF -> held-out evaluation.
+
+``train/rltf.py`` is a thin wrapper around :func:`run`. Each stage writes into the run folder
+(``<output_dir>/<run_name>/``) and a resumed run (``resume=true``) reuses what earlier stages
+finished: the zero/few-shot results, the fine-tuned planner, the newest RLTF checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+
+from envs.openagi.env import OpenAGIEnv
+from envs.openagi.lite import build_lite_registry
+from rltf import evaluate as ev
+from rltf.config import RunConfig, config_to_yaml, save_config
+from rltf.planner import Planner, load_planner
+from rltf.sft import supervised_finetune
+from rltf.tracking import Tracker, plot_rewards, write_json
+from rltf.trainer import RLTFTrainer
+
+
+def _log(acc: Accelerator, msg: str) -> None:
+    if acc.is_main_process:
+        print(msg, flush=True)
+
+
+def make_envs(cfg: RunConfig) -> tuple[OpenAGIEnv, OpenAGIEnv]:
+    """(train env scoring plans on a seeded subset of samples, eval env scoring on all samples)."""
+    if cfg.env.backend != "lite" or cfg.env.suite != "lite":
+        raise NotImplementedError(
+            f"env.suite={cfg.env.suite!r} / env.backend={cfg.env.backend!r}: only the offline lite suite and "
+            "backend run end to end so far (the hf backend's hub datasets are not wired in yet)")
+    registry = build_lite_registry()
+    common = dict(suite=cfg.env.suite, n_samples=cfg.env.n_samples, data_seed=cfg.env.data_seed, registry=registry)
+    cache = cfg.env.cache_mib * 2**20
+    train = OpenAGIEnv(split="train", samples_per_step=cfg.env.samples_per_step, cache_bytes=cache, **common)
+    held_out = OpenAGIEnv(split="all", cache_bytes=cache, **common)
+    return train, held_out
+
+
+def run(cfg: RunConfig) -> dict:
+    t_start = time.perf_counter()
+    acc = Accelerator()
+    set_seed(cfg.seed)
+    run_dir = cfg.run_dir
+    if acc.is_main_process:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
+    _log(acc, f"run {cfg.run_name} -> {run_dir}  ({acc.num_processes} process(es), device {acc.device})")
+
+    train_env, eval_env = make_envs(cfg)
+    from envs.openagi.split import load_split
+
+    split = load_split(cfg.env.suite)
+    held = {s: [eval_env.get_task(i) for i in split[s]] for s in ("validation", "test")}
+    eval_splits = list(dict.fromkeys(cfg.eval.splits))
+    train_tasks = train_env.tasks()
+    examples = [train_tasks[i] for i in np.random.default_rng(cfg.seed).permutation(len(train_tasks))[:cfg.eval.few_shot_k]]
+
+    planner = load_planner(cfg.planner)
+    planner.model.to(acc.device)
+    _log(acc, f"planner: {planner.source} ({planner.arch}, "
+              f"{sum(p.numel() for p in planner.model.parameters()) / 1e6:.2f}M parameters)")
+    tracker = Tracker(cfg.logging.report_to, run_dir, cfg.run_name, json.loads(json.dumps(_plain(cfg))),
+                      cfg.logging.wandb_project, enabled=acc.is_main_process)
+
+    def tasks_of(splits):
+        return [t for s in splits for t in (train_tasks if s == "train" else held[s])]
+
+    eval_tasks = tasks_of(eval_splits)
+
+    # -- zero-/few-shot: the planner before any training
+    results: dict[str, ev.SchemaResult] = {}
+    initial_file = run_dir / "eval_initial.json"
+    if cfg.resume and initial_file.exists():
+        for name, d in json.loads(initial_file.read_text()).items():
+            results[name] = ev.SchemaResult(name, {int(k): v for k, v in d["plans"].items()},
+                                            {int(k): v for k, v in d["scores"].items()})
+    else:
+        results["zero"] = ev.free_form_schema("zero", planner, eval_env, eval_tasks, [], cfg.planner.max_plan_tokens)
+        results["few"] = ev.free_form_schema("few", planner, eval_env, eval_tasks, examples,
+                                             cfg.planner.max_plan_tokens)
+        if acc.is_main_process:
+            write_json(initial_file, {k: {"plans": v.plans, "scores": v.scores} for k, v in results.items()})
+    _log(acc, f"zero-shot {results['zero'].overall:.4f}  few-shot {results['few'].overall:.4f}")
+
+    # -- supervised warm start on the reference plans of the train tasks
+    sft_dir = run_dir / "sft"
+    if cfg.sft.enabled:
+        if cfg.resume and (sft_dir / "rltf_planner.json").exists():
+            planner.model.load_state_dict(Planner.from_pretrained(sft_dir).model.state_dict())
+            _log(acc, f"fine-tuned planner reloaded from {sft_dir}")
+        else:
+            hist = supervised_finetune(planner, train_env, train_tasks, epochs=cfg.sft.epochs, lr=cfg.sft.lr,
+                                       batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=acc,
+                                       progress=cfg.logging.progress_bar)
+            if acc.is_main_process:
+                planner.save_pretrained(sft_dir)
+                write_json(run_dir / "sft_history.json", hist)
+            acc.wait_for_everyone()
+    results["finetuned"] = ev.constrained_schema("finetuned", planner, eval_env, eval_tasks, cfg.eval.num_beams)
+    _log(acc, f"fine-tuned {results['finetuned'].overall:.4f}")
+
+    # -- RLTF
+    def periodic_eval(p: Planner) -> dict[str, float]:
+        r = ev.constrained_schema("rltf", p, eval_env, held["validation"], cfg.eval.num_beams)
+        return {"eval/validation/score": r.overall}
+
+    trainer = RLTFTrainer(cfg, planner, train_env, acc, tracker, periodic_eval)
+    if cfg.resume and trainer.resume():
+        _log(acc, f"resumed RLTF at step {trainer.step}")
+    history = trainer.train()
+    results["rltf"] = ev.constrained_schema("rltf", planner, eval_env, eval_tasks, cfg.eval.num_beams)
+
+    # -- bounds and the table
+    results["reference"] = ev.reference_schema(eval_env, eval_tasks)
+    results["oracle"] = ev.oracle_schema(eval_env, eval_tasks)
+    ordered = [results[s] for s in ev.SCHEMAS]
+    table = ev.results_table(ordered, eval_tasks)
+    title = f"held-out ({'+'.join(eval_splits)}) tasks, run {cfg.run_name}, seed {cfg.seed}"
+    md = ev.table_markdown(table, title)
+    summary = {"table": table, "plans": {r.schema: r.plans for r in ordered},
+               "scores": {r.schema: r.scores for r in ordered},
+               "seconds": time.perf_counter() - t_start}
+    if acc.is_main_process:
+        (run_dir / "results.md").write_text(md)
+        write_json(run_dir / "results.json", summary)
+        write_json(run_dir / "rltf_history.json", history)
+        plot_rewards(history, run_dir / "rewards.png", title=f"RLTF {cfg.run_name} (seed {cfg.seed})")
+    tracker.finish()
+    o = table["rows"]
+    _log(acc, "\n" + md)
+    _log(acc, f"run folder: {run_dir}  ({summary['seconds']:.0f}s)")
+    _log(acc, "held-out overall: " + " ".join(
+        f"{s}={o[s]['overall']:.4f}" for s in ("zero", "few", "finetuned", "rltf", "oracle")))
+    return summary
+
+
+def _plain(cfg: RunConfig) -> dict:
+    import yaml
+
+    return yaml.safe_load(config_to_yaml(cfg))
+
+
+def dry_run(cfg: RunConfig) -> None:
+    print(config_to_yaml(cfg))
+    print(f"planner: {cfg.planner.model}  suite: {cfg.env.suite}  backend: {cfg.env.backend}")
+    print(f"would write to {Path(cfg.run_dir).resolve()}; nothing loaded (dry_run=true)")

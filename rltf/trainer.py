@@ -1,0 +1,188 @@
+"""RLTF: REINFORCE with a baseline on plans sampled from the constrained policy π_c.
+
+One step, top to bottom (:meth:`RLTFTrainer.train_step`):
+
+1. draw ``tasks_per_batch`` train tasks (the same draw on every process; each takes its shard);
+2. sample ``k_samples`` plans per task from π_c — the constrained, renormalised distribution;
+3. execute them in the environment (cached): reward R in [0, 1] per plan;
+4. advantage A = R − b with the configured baseline (the paper's moving average by default,
+   computed over the rewards of all processes), plus optional regularisers folded into the
+   reward as score-function terms: an entropy bonus −c_H·log π_c(plan) and a KL penalty
+   −c_KL·(log π_c(plan) − log π_ref(plan)) to the initial policy;
+5. loss = −mean(A · log π_c(plan)), where log π_c is recomputed teacher-forced WITH gradients
+   under the same grammar masks and temperature the sampler used;
+6. backward, average gradients over processes, clip, step.
+
+Everything random in a step is a pure function of ``(seed, step, process)``, so a run resumed
+from a checkpoint continues exactly as the uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from constrained_decoding.decode import sample_plans
+from constrained_decoding.prompts import format_prompt
+from constrained_decoding.score import score_plans
+from envs.openagi.env import OpenAGIEnv
+from rltf.baselines import Baseline, normalize
+from rltf.checkpoint import MODEL_DIR, latest_checkpoint, load_state, save_checkpoint
+from rltf.config import RunConfig
+from rltf.optim import clip_and_step, make_optimizer
+from rltf.planner import Planner, ReferencePolicy
+
+
+@dataclass
+class StepBatch:
+    task_ids: list[int]
+    plans: list[str]
+    rewards: np.ndarray
+
+
+class RLTFTrainer:
+    def __init__(self, cfg: RunConfig, planner: Planner, env: OpenAGIEnv, accelerator,
+                 tracker=None, evaluate: Callable[[Planner], dict[str, float]] | None = None):
+        self.cfg, self.rl = cfg, cfg.rltf
+        self.planner, self.env, self.acc = planner, env, accelerator
+        self.tracker, self.evaluate = tracker, evaluate
+        self.model = planner.model
+        self.optimizer, self.scheduler = make_optimizer(self.model, self.rl.lr, self.rl.steps,
+                                                        self.rl.warmup_steps, self.rl.lr_schedule)
+        self.baseline = Baseline(self.rl.baseline, self.rl.baseline_decay)
+        self.reference = ReferencePolicy(planner) if self.rl.kl_coef > 0 else None
+        self.train_ids = [t.id for t in env.tasks()]
+        self.step = 0
+        self.history: list[dict] = []
+
+    # ------------------------------------------------------------------------------ one step
+    def train_step(self) -> dict[str, float]:
+        rl, env, acc = self.rl, self.env, self.acc
+        t0 = time.perf_counter()
+        rng = np.random.default_rng([self.cfg.seed, self.step])
+        env.np_random = np.random.default_rng([self.cfg.seed, self.step, acc.process_index, 1])
+        gen = torch.Generator().manual_seed(int(rng.integers(2**62)) + acc.process_index)
+
+        # 1. tasks: one global draw, sharded across processes
+        replace = rl.tasks_per_batch > len(self.train_ids)
+        drawn = rng.choice(self.train_ids, size=rl.tasks_per_batch, replace=replace).tolist()
+        tasks = [env.get_task(i) for i in drawn[acc.process_index :: acc.num_processes]]
+        prompts = [format_prompt(t.description, self.planner.is_encoder_decoder) for t in tasks]
+        sigs = [(t.inputs, t.target) for t in tasks]
+
+        # 2. K plans per task sampled from the constrained policy
+        self.model.eval()  # no dropout: sampling and scoring evaluate the same function
+        decoded = sample_plans(self.model, self.planner.tokenizer, prompts, sigs, rl.k_samples, rl.temperature,
+                               registry=env.registry, limits=env.limits, generator=gen)
+        flat = [(t, p, s, d) for t, p, s, ds in zip(tasks, prompts, sigs, decoded) for d in ds]
+
+        # 3. rewards from executing the plans
+        results = env.score([(t, d.plan) for t, _, _, d in flat])
+        rewards = np.array([r.reward if math.isfinite(r.reward) else 0.0 for r in results])
+
+        # 4. advantages against the baseline, over every process's rewards
+        all_rewards = self._gather(rewards)
+        all_ids = self._gather(np.array([t.id for t, *_ in flat], dtype=np.float64)).astype(int)
+        adv_all, base_all = self.baseline.advantages(all_rewards, all_ids)
+        lo = acc.process_index * len(rewards)  # equal shard sizes: tasks_per_batch % processes == 0
+        adv = torch.as_tensor(adv_all[lo : lo + len(rewards)], dtype=torch.float32)
+
+        # 5. log π_c(plan), teacher-forced with gradients, and the regularisers
+        with acc.autocast():
+            logp = score_plans(self.model, self.planner.tokenizer, [p for _, p, _, _ in flat],
+                               [s for _, _, s, _ in flat], [d.plan for *_, d in flat], rl.temperature,
+                               registry=env.registry, limits=env.limits)
+        logp_d = logp.detach().float().cpu()
+        kl = torch.zeros_like(logp_d)
+        if self.reference is not None:
+            with self.reference() as ref_model, torch.no_grad():
+                ref_lp = score_plans(ref_model, self.planner.tokenizer, [p for _, p, _, _ in flat],
+                                     [s for _, _, s, _ in flat], [d.plan for *_, d in flat], rl.temperature,
+                                     registry=env.registry, limits=env.limits).float().cpu()
+            kl = logp_d - ref_lp
+        shaped = adv - rl.entropy_coef * logp_d - rl.kl_coef * kl
+        if rl.normalize_rewards:
+            shaped = torch.as_tensor(normalize(shaped.numpy()), dtype=torch.float32)
+        loss = -(shaped.to(logp.device) * logp).mean()
+
+        # 6. update
+        acc.backward(loss)
+        grad_norm = clip_and_step(acc, self.model, self.optimizer, self.scheduler, rl.max_grad_norm)
+        self.step += 1
+
+        stats = env.cache_stats()
+        sampled_lp = torch.tensor([d.logprob for *_, d in flat])
+        return {
+            "train/reward": float(all_rewards.mean()),
+            "train/baseline": float(base_all.mean()),
+            "train/advantage": float(np.abs(adv_all).mean()),
+            "train/loss": float(loss),
+            "train/entropy": float(-logp_d.mean()),  # sequence-level estimate E[-log π_c]
+            "train/kl": float(kl.mean()),
+            "train/valid": float(np.mean([r.valid for r in results])),
+            "train/distinct_plans": len({(t.id, d.text) for t, _, _, d in flat}) / len(flat),
+            "train/logprob_mismatch": float((sampled_lp - logp_d).abs().max()),
+            "train/grad_norm": grad_norm,
+            "train/lr": self.scheduler.get_last_lr()[0],
+            "train/cache_hit_rate": stats.hit_rate if stats else 0.0,
+            "train/plans_per_s": len(flat) * acc.num_processes / (time.perf_counter() - t0),
+        }
+
+    def _gather(self, x: np.ndarray) -> np.ndarray:
+        if self.acc.num_processes == 1:
+            return x
+        t = torch.as_tensor(x, dtype=torch.float64, device=self.acc.device)
+        return self.acc.gather(t).cpu().numpy()
+
+    # ------------------------------------------------------------------------------- the loop
+    def train(self) -> list[dict]:
+        rl, acc = self.rl, self.acc
+        if rl.tasks_per_batch % acc.num_processes:
+            raise ValueError(f"rltf.tasks_per_batch={rl.tasks_per_batch} must be divisible by the "
+                             f"{acc.num_processes} processes")
+        bar = tqdm(total=rl.steps, initial=self.step, desc="rltf",
+                   disable=not (self.cfg.logging.progress_bar and acc.is_main_process))
+        while self.step < rl.steps:
+            row = {"step": self.step + 1, **self.train_step()}
+            if self.evaluate is not None and rl.eval_every and self.step % rl.eval_every == 0:
+                row.update(self.evaluate(self.planner))
+            self.history.append(row)
+            if self.tracker is not None and (self.step % self.cfg.logging.log_every == 0 or "eval" in str(row)):
+                self.tracker.log({k: v for k, v in row.items() if k != "step"}, self.step)
+            bar.update(1)
+            bar.set_postfix(reward=f"{row['train/reward']:.3f}", base=f"{row['train/baseline']:.3f}")
+            if rl.checkpoint_every and self.step % rl.checkpoint_every == 0 or self.step == rl.steps:
+                self.save()
+        bar.close()
+        return self.history
+
+    # ---------------------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "baseline": self.baseline.state_dict(), "history": self.history}
+
+    def save(self) -> None:
+        if self.acc.is_main_process:
+            save_checkpoint(self.cfg.run_dir / "rltf", self.step, self.planner, self.state_dict())
+        self.acc.wait_for_everyone()
+
+    def resume(self) -> bool:
+        """Load the newest checkpoint of this run, if any; True when training resumes from it."""
+        ckpt = latest_checkpoint(self.cfg.run_dir / "rltf")
+        if ckpt is None:
+            return False
+        reloaded = Planner.from_pretrained(ckpt / MODEL_DIR)
+        self.model.load_state_dict(reloaded.model.state_dict())
+        state = load_state(ckpt)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.baseline.load_state_dict(state["baseline"])
+        self.history = state["history"]
+        self.step = state["step"]
+        return True
