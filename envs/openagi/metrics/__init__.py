@@ -37,11 +37,18 @@ def _semantic_similarity(preds, targets):
     return semantic_similarity(list(preds), list(targets))
 
 
+def _summary_similarity(preds, targets):
+    from envs.openagi.metrics.text import summary_similarity
+
+    return summary_similarity(list(preds), list(targets))
+
+
 METRICS: dict[str, BatchMetric] = {
     "image_similarity": _image_similarity,
     "exact_match": _exact_match,
     "token_f1": _token_f1,
     "semantic_similarity": _semantic_similarity,
+    "summary_similarity": _summary_similarity,  # semantic similarity with a brevity penalty
 }
 
 
