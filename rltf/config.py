@@ -91,7 +91,6 @@ class PlannerSettings:
     embedded: EmbeddedSettings = field(default_factory=EmbeddedSettings)
     max_prompt_tokens: int = num(64, gt=0)
     max_plan_tokens: int = num(64, gt=0)
-    prompt_template: str = "{task}\nPlan:"  # causal planners only; "{task}" is the description
 
 
 @dataclass
@@ -132,12 +131,15 @@ class RltfSettings:
 
 
 EVAL_SPLITS = ("train", "validation", "test")
+EVAL_SCHEMAS = ("zero", "few", "finetuned", "rltf", "reference", "oracle")
 
 
 @dataclass
 class EvalSettings:
     num_beams: int = num(8, gt=0)
     splits: list[str] = field(default_factory=lambda: ["test"])  # of train, validation, test
+    # learning schemas in the final table (zero, few, finetuned, rltf, reference, oracle)
+    schemas: list[str] = field(default_factory=lambda: list(EVAL_SCHEMAS))
     few_shot_k: int = num(3, ge=0)
 
 
@@ -312,14 +314,15 @@ def validate_config(cfg: RunConfig) -> None:
     if p.load_in_4bit and not p.lora.enabled:
         raise ConfigError("'planner.load_in_4bit' is true but 'planner.lora.enabled' is false: 4-bit weights "
                           "cannot be fine-tuned directly (QLoRA trains a LoRA adapter on them)")
-    if "{task}" not in p.prompt_template:
-        raise ConfigError(f"bad value for 'planner.prompt_template': {p.prompt_template!r}; expected a string "
-                          "containing '{task}'")
     if p.lora.target_modules is not None and not p.lora.target_modules:
         raise ConfigError("'planner.lora.target_modules' is an empty list; expected module names or null")
     if cfg.rltf.baseline == "rloo" and cfg.rltf.k_samples < 2:
         raise ConfigError(f"'rltf.baseline' is 'rloo' (leave-one-out over the K samples) but 'rltf.k_samples' is "
                           f"{cfg.rltf.k_samples}; expected k_samples >= 2")
+    bad_schemas = [s for s in cfg.eval.schemas if s not in EVAL_SCHEMAS]
+    if bad_schemas:
+        raise ConfigError(f"bad value for 'eval.schemas': {cfg.eval.schemas!r}; expected a list drawn from "
+                          f"{', '.join(EVAL_SCHEMAS)}")
     bad = [s for s in cfg.eval.splits if s not in EVAL_SPLITS]
     if bad or not cfg.eval.splits:
         raise ConfigError(f"bad value for 'eval.splits': {cfg.eval.splits!r}; expected a non-empty list of "

@@ -44,8 +44,7 @@ class SchemaResult:
 
 def constrained_schema(name: str, planner, env: OpenAGIEnv, tasks: Sequence[Task], num_beams: int) -> SchemaResult:
     """Best plan of a constrained beam search per task, scored on all of the task's samples."""
-    prompts = [format_prompt(t.description, planner.is_encoder_decoder) for t in tasks]
-    best = beam_search_plans(planner.model, planner.tokenizer, prompts, [(t.inputs, t.target) for t in tasks],
+    best = beam_search_plans(planner.model, planner.tokenizer, [t.description for t in tasks], [(t.inputs, t.target) for t in tasks],
                              num_beams=num_beams, num_return=1, registry=env.registry, limits=env.limits)
     return _score(name, env, tasks, [b[0].plan for b in best])
 

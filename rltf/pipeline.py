@@ -78,17 +78,24 @@ def run(cfg: RunConfig) -> dict:
     # -- zero-/few-shot: the planner before any training
     results: dict[str, ev.SchemaResult] = {}
     initial_file = run_dir / "eval_initial.json"
-    if cfg.resume and initial_file.exists():
+    want = set(cfg.eval.schemas)
+    free_form = want & {"zero", "few"}
+    if free_form and cfg.resume and initial_file.exists():
         for name, d in json.loads(initial_file.read_text()).items():
             results[name] = ev.SchemaResult(name, {int(k): v for k, v in d["plans"].items()},
                                             {int(k): v for k, v in d["scores"].items()})
-    else:
-        results["zero"] = ev.free_form_schema("zero", planner, eval_env, eval_tasks, [], cfg.planner.max_plan_tokens)
-        results["few"] = ev.free_form_schema("few", planner, eval_env, eval_tasks, examples,
-                                             cfg.planner.max_plan_tokens)
+    elif free_form:
+        if "zero" in want:
+            results["zero"] = ev.free_form_schema("zero", planner, eval_env, eval_tasks, [],
+                                                  cfg.planner.max_plan_tokens)
+        if "few" in want:
+            results["few"] = ev.free_form_schema("few", planner, eval_env, eval_tasks, examples,
+                                                 cfg.planner.max_plan_tokens)
         if acc.is_main_process:
             write_json(initial_file, {k: {"plans": v.plans, "scores": v.scores} for k, v in results.items()})
-    _log(acc, f"zero-shot {results['zero'].overall:.4f}  few-shot {results['few'].overall:.4f}")
+    for k in ("zero", "few"):
+        if k in results:
+            _log(acc, f"{k}-shot {results[k].overall:.4f}")
 
     # -- supervised warm start on the reference plans of the train tasks
     sft_dir = run_dir / "sft"
@@ -104,8 +111,10 @@ def run(cfg: RunConfig) -> dict:
                 planner.save_pretrained(sft_dir)
                 write_json(run_dir / "sft_history.json", hist)
             acc.wait_for_everyone()
-    results["finetuned"] = ev.constrained_schema("finetuned", planner, eval_env, eval_tasks, cfg.eval.num_beams)
-    _log(acc, f"fine-tuned {results['finetuned'].overall:.4f}")
+    if "finetuned" in want:
+        results["finetuned"] = ev.constrained_schema("finetuned", planner, eval_env, eval_tasks,
+                                                     cfg.eval.num_beams)
+        _log(acc, f"fine-tuned {results['finetuned'].overall:.4f}")
 
     # -- RLTF
     def periodic_eval(p: Planner) -> dict[str, float]:
@@ -116,12 +125,15 @@ def run(cfg: RunConfig) -> dict:
     if cfg.resume and trainer.resume():
         _log(acc, f"resumed RLTF at step {trainer.step}")
     history = trainer.train()
-    results["rltf"] = ev.constrained_schema("rltf", planner, eval_env, eval_tasks, cfg.eval.num_beams)
+    if "rltf" in want:
+        results["rltf"] = ev.constrained_schema("rltf", planner, eval_env, eval_tasks, cfg.eval.num_beams)
 
     # -- bounds and the table
-    results["reference"] = ev.reference_schema(eval_env, eval_tasks)
-    results["oracle"] = ev.oracle_schema(eval_env, eval_tasks)
-    ordered = [results[s] for s in ev.SCHEMAS]
+    if "reference" in want:
+        results["reference"] = ev.reference_schema(eval_env, eval_tasks)
+    if "oracle" in want:
+        results["oracle"] = ev.oracle_schema(eval_env, eval_tasks)
+    ordered = [results[s] for s in ev.SCHEMAS if s in results]
     table = ev.results_table(ordered, eval_tasks)
     title = f"held-out ({'+'.join(eval_splits)}) tasks, run {cfg.run_name}, seed {cfg.seed}"
     md = ev.table_markdown(table, title)
@@ -138,7 +150,7 @@ def run(cfg: RunConfig) -> dict:
     _log(acc, "\n" + md)
     _log(acc, f"run folder: {run_dir}  ({summary['seconds']:.0f}s)")
     _log(acc, "held-out overall: " + " ".join(
-        f"{s}={o[s]['overall']:.4f}" for s in ("zero", "few", "finetuned", "rltf", "oracle")))
+        f"{s}={o[s]['overall']:.4f}" for s in ("zero", "few", "finetuned", "rltf", "oracle") if s in o))
     return summary
 
 

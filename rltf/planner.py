@@ -80,7 +80,6 @@ class Planner:
     source: str  # the hub id or directory it was loaded from
     base_model: str | None = None  # PEFT: the base model's hub id or absolute directory
     merged_adapters: tuple[str, ...] = ()  # PEFT: adapters merged into the base first (dirs, in order)
-    prompt_template: str = "{task}\nPlan:"
 
     @property
     def arch(self) -> Arch:
@@ -94,8 +93,11 @@ class Planner:
 
     def prompt(self, description: str) -> str:
         """The model input for a task: the description itself for seq2seq planners (the plan is
-        the decoder's output), ``prompt_template`` for causal ones (the plan continues it)."""
-        return description if self.is_encoder_decoder else self.prompt_template.format(task=description)
+        the decoder's output), the description and ``"\nPlan:"`` for causal ones (the plan
+        continues it). One definition: :func:`constrained_decoding.prompts.format_prompt`."""
+        from constrained_decoding.prompts import format_prompt
+
+        return format_prompt(description, self.is_encoder_decoder)
 
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
         """Write the model (or only the LoRA adapter), the tokenizer and ``rltf_planner.json``.
@@ -123,7 +125,6 @@ class Planner:
             "base_model": self.base_model if self.is_peft else None,
             "merged_adapters": merged,
             "source": self.source,
-            "prompt_template": self.prompt_template,
         }
         (out / PLANNER_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         return out
@@ -158,8 +159,6 @@ class Planner:
             tok_dir = str(d) if _has_tokenizer(d) else base
             tokenizer = _load_tokenizer(tok_dir, is_enc_dec)
             planner = cls(model, tokenizer, is_enc_dec, source=str(d), base_model=base, merged_adapters=merged)
-        if "prompt_template" in meta:
-            planner.prompt_template = meta["prompt_template"]
         _sync_pad(planner)
         planner.model.eval()  # as transformers' from_pretrained: the trainer calls .train()
         return planner
@@ -201,7 +200,6 @@ def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | Non
         else:
             model, is_enc_dec = _load_model(where, s.dtype, s.arch, s.load_in_4bit)
             planner = Planner(model, _load_tokenizer(where, is_enc_dec), is_enc_dec, source=s.model)
-    planner.prompt_template = s.prompt_template
     if s.lora.enabled and not planner.is_peft:
         base = planner.source
         if Path(base).expanduser().is_dir():

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from constrained_decoding.prompts import format_prompt
 from constrained_decoding.score import score_plans
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.tasks import Task
@@ -40,13 +39,13 @@ def supervised_finetune(planner, env: OpenAGIEnv, tasks: Sequence[Task], *, epoc
             batch = [tasks[i] for i in order[start : start + batch_size]][rank::world]
             with accelerator.autocast():
                 logp = score_plans(model, planner.tokenizer,
-                                   [format_prompt(t.description, planner.is_encoder_decoder) for t in batch],
+                                   [t.description for t in batch],
                                    [(t.inputs, t.target) for t in batch], [t.reference_plan for t in batch],
                                    registry=env.registry, limits=env.limits)
             loss = -logp.mean()
             accelerator.backward(loss)
             clip_and_step(accelerator, model, optimizer, scheduler, max_grad_norm)
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         row = {"epoch": epoch, "sft/nll": float(np.mean(losses))}
         history.append(row)
         bar.set_postfix(nll=f"{row['sft/nll']:.3f}")

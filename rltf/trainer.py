@@ -29,7 +29,6 @@ import torch
 from tqdm.auto import tqdm
 
 from constrained_decoding.decode import sample_plans
-from constrained_decoding.prompts import format_prompt
 from constrained_decoding.score import score_plans
 from envs.openagi.env import OpenAGIEnv
 from rltf.baselines import Baseline, normalize
@@ -41,9 +40,14 @@ from rltf.planner import Planner, ReferencePolicy
 
 @dataclass
 class StepBatch:
+    """What one process sampled and learned from in the last step (for inspection and tests)."""
+
     task_ids: list[int]
     plans: list[str]
     rewards: np.ndarray
+    advantages: np.ndarray  # after the baseline and the regularisers: the loss weights
+    signatures: list
+    prompts: list[str]
 
 
 class RLTFTrainer:
@@ -60,6 +64,7 @@ class RLTFTrainer:
         self.train_ids = [t.id for t in env.tasks()]
         self.step = 0
         self.history: list[dict] = []
+        self.last_batch: StepBatch | None = None
 
     # ------------------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, float]:
@@ -73,7 +78,7 @@ class RLTFTrainer:
         replace = rl.tasks_per_batch > len(self.train_ids)
         drawn = rng.choice(self.train_ids, size=rl.tasks_per_batch, replace=replace).tolist()
         tasks = [env.get_task(i) for i in drawn[acc.process_index :: acc.num_processes]]
-        prompts = [format_prompt(t.description, self.planner.is_encoder_decoder) for t in tasks]
+        prompts = [t.description for t in tasks]  # the decoder formats them (format_prompt)
         sigs = [(t.inputs, t.target) for t in tasks]
 
         # 2. K plans per task sampled from the constrained policy
@@ -115,6 +120,8 @@ class RLTFTrainer:
         acc.backward(loss)
         grad_norm = clip_and_step(acc, self.model, self.optimizer, self.scheduler, rl.max_grad_norm)
         self.step += 1
+        self.last_batch = StepBatch([t.id for t, *_ in flat], [d.text for *_, d in flat], rewards,
+                                    shaped.numpy(), [s for _, _, s, _ in flat], [p for _, p, _, _ in flat])
 
         stats = env.cache_stats()
         sampled_lp = torch.tensor([d.logprob for *_, d in flat])
@@ -122,7 +129,7 @@ class RLTFTrainer:
             "train/reward": float(all_rewards.mean()),
             "train/baseline": float(base_all.mean()),
             "train/advantage": float(np.abs(adv_all).mean()),
-            "train/loss": float(loss),
+            "train/loss": float(loss.detach()),
             "train/entropy": float(-logp_d.mean()),  # sequence-level estimate E[-log π_c]
             "train/kl": float(kl.mean()),
             "train/valid": float(np.mean([r.valid for r in results])),
