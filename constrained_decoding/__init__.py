@@ -1,0 +1,65 @@
+"""Constrained decoding of plans: only valid plans, with their exact constrained log-probabilities.
+
+The distribution
+----------------
+A planner defines token distributions softmax(z / τ). The *constrained policy* π_c masks them to
+the tokens the plan grammar allows in the current grammar state and renormalises:
+π_c(a | s) = exp(z_a/τ) / Σ_{a' ∈ A(s)} exp(z_{a'}/τ). Everything here — sampling, beam search,
+greedy and the teacher-forced scorer — uses this one distribution, and the grammar states are a
+deterministic function of the decoded prefix, so :func:`score_plans` recomputes exactly the
+log-probabilities :func:`sample_plans` reports, and Σ_{valid plans} π_c(plan) = 1.
+
+*Linear task* (one input): one decoder row, the canonical plan text then EOS::
+
+    π_c(plan) = Π_t π_c(y_t | prompt, y_<t),   y = tokens("A, B, C") + EOS
+
+*Nonlinear task* (n inputs), semi-autoregressive: a head row, then n branch rows decoded in
+parallel (all branch rows of all plans in one batch)::
+
+    π_c(plan) = π_c(head | prompt) · Π_i π_c(branch_i | prompt, head, i)
+    head row     tokens("J, T1, T2") + EOS                      (join tool J and tail T1, T2)
+    branch row i tokens("J, T1, T2; branch i: (B1, B2)")        (the head text is a forced prefix)
+
+The decoded rows assemble into the canonical text ``(B1, B2) (C1) J, T1, T2``. Why the join and
+tail come first: ``check_plan`` couples the branches only through the join (its input
+modalities) and the tail (no branch may reuse a tail tool). Once the head is fixed, the valid
+plans are exactly the product of per-branch sets (chains from input i to the join's input i
+avoiding J and the tail), so the branches are conditionally independent and can be decoded as
+parallel rows with no dead end, and every decision sequence ends at a valid plan: the sum over
+valid plans is 1. Decoding branches first and the join after cannot be exact: independent
+branches can end in modalities no join accepts (with OpenAGI's tools, a text branch ending in an
+image) or use up every tool a tail needs, and removing those dead ends would need a normaliser
+over all branch tuples. Only heads with at least one valid branch per input are allowed.
+
+Public API
+----------
+- :func:`sample_plans`, :func:`beam_search_plans`, :func:`greedy_plans` -> :class:`DecodedPlan`
+- :func:`score_plans`: differentiable ``[n]`` tensor of log π_c(plan)
+- :func:`plan_grammar` / :class:`PlanGrammar`: the cached grammar of a task signature
+- :func:`format_prompt`, :data:`PLAN_SEPARATOR`: the prompt format (causal models append it)
+- :func:`map_free_text_to_plan`: free-form solutions onto valid plans (MiniLM similarity)
+
+Models: HF encoder-decoder (T5) or causal (LLaMA-style) models, plain or PEFT-wrapped.
+"""
+
+from constrained_decoding.decode import DecodedPlan, beam_search_plans, greedy_plans, sample_plans
+from constrained_decoding.freeform import FreeTextMappingError, map_free_text_to_plan
+from constrained_decoding.grammar import GrammarError, PlanGrammar, plan_grammar
+from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts, format_prompt
+from constrained_decoding.score import score_plans
+
+__all__ = [
+    "DecodedPlan",
+    "FreeTextMappingError",
+    "GrammarError",
+    "PLAN_SEPARATOR",
+    "PlanGrammar",
+    "beam_search_plans",
+    "encode_prompts",
+    "format_prompt",
+    "greedy_plans",
+    "map_free_text_to_plan",
+    "plan_grammar",
+    "sample_plans",
+    "score_plans",
+]

@@ -1,0 +1,232 @@
+"""Step-wise next-token scores of an HF planner with a KV cache, for allowed tokens only.
+
+:class:`PlannerRunner` hides the difference between encoder-decoder (T5) and causal (LLaMA-style)
+models and PEFT wrappers. It returns *features* per row; :meth:`PlannerRunner.allowed_logits`
+turns them into the logits of a few allowed token ids per row. For the common heads (a plain
+``nn.Linear`` output layer, T5's optional ``d_model**-0.5`` rescale) the features are the final
+hidden states and only the allowed rows of the output matrix are multiplied: a constrained step
+costs the transformer body, not a ``[rows, vocab]`` projection. For any other head (logit
+soft-capping, LoRA on ``lm_head``) the features are the full logits from the model's own
+``forward``. Which path a model takes is decided once per model by comparing both on a probe.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.modeling_outputs import BaseModelOutput
+
+from constrained_decoding.prompts import encode_prompts
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The HF model inside a PEFT wrapper (its LoRA layers stay active), else the model itself."""
+    get_base = getattr(model, "get_base_model", None)
+    if callable(get_base) and hasattr(model, "peft_config"):
+        return get_base()
+    return model
+
+
+def _pad(seqs: Sequence[Sequence[int]], value: int, left: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
+    n = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), n), value, dtype=torch.long)
+    mask = torch.zeros((len(seqs), n), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        if s:
+            sl = slice(n - len(s), n) if left else slice(0, len(s))
+            ids[r, sl] = torch.as_tensor(list(s), dtype=torch.long)
+            mask[r, sl] = 1
+    return ids.to(device), mask.to(device)
+
+
+_HEAD_MODE: "weakref.WeakKeyDictionary[nn.Module, bool]" = weakref.WeakKeyDictionary()
+
+
+class PlannerRunner:
+    """One batch of prompts and the rows decoded from them (see the module docstring)."""
+
+    def __init__(self, model: nn.Module, tokenizer, prompts: Sequence[str], *, pad_id: int):
+        self.model = unwrap_model(model)
+        cfg = self.model.config
+        self.encoder_decoder = bool(getattr(cfg, "is_encoder_decoder", False))
+        self.device = next(self.model.parameters()).device
+        self.pad_id = pad_id
+        head = self.model.get_output_embeddings()
+        self.scale = 1.0
+        if self.encoder_decoder:
+            if getattr(cfg, "scale_decoder_outputs", getattr(cfg, "tie_word_embeddings", False)):
+                self.scale = cfg.d_model ** -0.5
+            start = cfg.decoder_start_token_id
+            self.decoder_start = cfg.pad_token_id if start is None else start
+            if self.decoder_start is None:
+                raise ValueError("the model config has neither decoder_start_token_id nor pad_token_id")
+        self.head_weight = head.weight if isinstance(head, nn.Linear) else None
+        self.head_bias = head.bias if isinstance(head, nn.Linear) else None
+        self.restricted = self.head_weight is not None and self._restricted_head_ok()
+        self.prompt_ids = encode_prompts(tokenizer, prompts, self.encoder_decoder)
+        self._keep_arg = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        if self.encoder_decoder:
+            ids, mask = _pad(self.prompt_ids, pad_id, left=False, device=self.device)
+            self.enc_hidden = self.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+            self.enc_mask = mask
+
+    # ------------------------------------------------------------------ scores of allowed tokens
+
+    def allowed_logits(self, feats: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """Logits (float32) of token ids ``idx[..., D]`` from features ``feats[..., F]``.
+
+        Restricted heads multiply the features by the output rows of the distinct ids in ``idx``
+        only (a few hundred at most for a plan grammar), then gather."""
+        if not self.restricted:
+            return feats.gather(-1, idx).float()
+        uniq, inv = torch.unique(idx, return_inverse=True)
+        w = self.head_weight.index_select(0, uniq)
+        z = torch.matmul(feats.to(w.dtype), w.t())
+        if self.head_bias is not None:
+            z = z + self.head_bias.index_select(0, uniq)
+        return z.gather(-1, inv).float()
+
+    def _restricted_head_ok(self) -> bool:
+        """Do body features times the output matrix reproduce the model's logits? (cached per model)"""
+        if self.model in _HEAD_MODE:
+            return _HEAD_MODE[self.model]
+        ids = (torch.arange(2, 8, device=self.device) % self.head_weight.shape[0]).unsqueeze(0)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                if self.encoder_decoder:
+                    enc = self.model.get_encoder()(input_ids=ids).last_hidden_state
+                    dec = ids[:, :3]
+                    full = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=enc),
+                                      decoder_input_ids=dec).logits
+                    h = self.model.get_decoder()(input_ids=dec, encoder_hidden_states=enc).last_hidden_state
+                    h = h * self.scale
+                else:
+                    full = self.model(input_ids=ids).logits
+                    h = self.model.base_model(input_ids=ids).last_hidden_state
+                mine = F.linear(h.to(self.head_weight.dtype), self.head_weight, self.head_bias)
+                tol = 1e-3 * max(1.0, float(full.abs().max()))
+                ok = full.shape == mine.shape and bool((full.float() - mine.float()).abs().max() <= tol)
+        except (AttributeError, TypeError, RuntimeError):  # an architecture this shortcut does not know
+            ok = False
+        finally:
+            self.model.train(was_training)
+        _HEAD_MODE[self.model] = ok
+        return ok
+
+    # ------------------------------------------------------------------------- decoding with cache
+
+    def start(self, prompt_idx: torch.Tensor, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Open rows: row ``r`` reads prompt ``prompt_idx[r]`` then ``prefixes[r]``; features of the next token."""
+        prompt_idx = prompt_idx.to(self.device)
+        if self.encoder_decoder:
+            self.row_enc = self.enc_hidden.index_select(0, prompt_idx)
+            self.row_enc_mask = self.enc_mask.index_select(0, prompt_idx)
+            ids, self.mask = _pad([[self.decoder_start, *p] for p in prefixes], self.pad_id, True, self.device)
+            self.cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+            return self._dec(ids)
+        rows = prompt_idx.tolist()
+        uniq = sorted(set(rows))
+        self.cache = DynamicCache()
+        if min(len(self.prompt_ids[u]) for u in uniq) < 2:  # nothing to share: prefill each row whole
+            ids, self.mask = _pad([self.prompt_ids[p] + list(q) for p, q in zip(rows, prefixes)], self.pad_id, True,
+                                  self.device)
+            self.pos = (self.mask.cumsum(-1) - 1).clamp(min=0)
+            return self._causal(ids, self.pos)
+        # the prompts (but their last token) once per distinct prompt, then the cache is copied to the rows
+        head, head_mask = _pad([self.prompt_ids[u][:-1] for u in uniq], self.pad_id, True, self.device)
+        self._causal(head, (head_mask.cumsum(-1) - 1).clamp(min=0), head_mask)
+        where = {u: i for i, u in enumerate(uniq)}
+        expand = torch.as_tensor([where[p] for p in rows], device=self.device)
+        self.cache.reorder_cache(expand)
+        tail, tail_mask = _pad([[self.prompt_ids[p][-1], *q] for p, q in zip(rows, prefixes)], self.pad_id, True,
+                               self.device)
+        self.mask = torch.cat([head_mask.index_select(0, expand), tail_mask], 1)
+        self.pos = (self.mask.cumsum(-1) - 1).clamp(min=0)[:, head.shape[1] :]
+        return self._causal(tail, self.pos)
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row; features of the next token."""
+        ones = torch.ones_like(self.mask[:, :1])
+        self.mask = torch.cat([self.mask, ones], dim=1)
+        ids = tokens.to(self.device).unsqueeze(1)
+        if self.encoder_decoder:
+            return self._dec(ids)
+        self.pos = self.pos[:, -1:] + 1
+        return self._causal(ids, self.pos)
+
+    def select(self, rows: torch.Tensor, same_prompt: bool = False) -> None:
+        """Keep (and reorder or repeat) rows: beam search's reordering, or dropping finished rows.
+
+        ``same_prompt``: every row is replaced by a row of the same prompt (beams of one group), so
+        an encoder-decoder's cross-attention cache and encoder states need no reordering."""
+        rows = rows.to(self.device)
+        if self.encoder_decoder and same_prompt:
+            self.cache.self_attention_cache.reorder_cache(rows)
+        else:
+            self.cache.reorder_cache(rows)
+        self.mask = self.mask.index_select(0, rows)
+        if not self.encoder_decoder:
+            self.pos = self.pos.index_select(0, rows)
+        elif not same_prompt:
+            self.row_enc = self.row_enc.index_select(0, rows)
+            self.row_enc_mask = self.row_enc_mask.index_select(0, rows)
+
+    def _dec(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.restricted:
+            out = self.model.get_decoder()(
+                input_ids=ids, attention_mask=self.mask, encoder_hidden_states=self.row_enc,
+                encoder_attention_mask=self.row_enc_mask, past_key_values=self.cache, use_cache=True,
+            )
+            return out.last_hidden_state[:, -1] * self.scale
+        out = self.model(
+            encoder_outputs=BaseModelOutput(last_hidden_state=self.row_enc), attention_mask=self.row_enc_mask,
+            decoder_input_ids=ids, decoder_attention_mask=self.mask, past_key_values=self.cache, use_cache=True,
+        )
+        return out.logits[:, -1]
+
+    def _causal(self, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = self.mask if mask is None else mask
+        kw = dict(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self.cache, use_cache=True)
+        if self.restricted:
+            return self.model.base_model(**kw).last_hidden_state[:, -1]
+        if self._keep_arg:
+            kw["logits_to_keep"] = 1
+        return self.model(**kw).logits[:, -1]
+
+    # ------------------------------------------------------------------------------ teacher forcing
+
+    def teacher_force(self, prompt_idx: torch.Tensor, rows: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Features ``[R, T, F]``: position ``t`` of row ``r`` predicts ``rows[r][t]`` (differentiable)."""
+        prompt_idx = prompt_idx.to(self.device)
+        width = max(len(r) for r in rows)
+        if self.encoder_decoder:
+            dec, mask = _pad([[self.decoder_start, *r[:-1]] for r in rows], self.pad_id, False, self.device)
+            enc = self.enc_hidden.index_select(0, prompt_idx)
+            enc_mask = self.enc_mask.index_select(0, prompt_idx)
+            if self.restricted:
+                h = self.model.get_decoder()(input_ids=dec, attention_mask=mask, encoder_hidden_states=enc,
+                                             encoder_attention_mask=enc_mask).last_hidden_state
+                return h * self.scale
+            return self.model(encoder_outputs=BaseModelOutput(last_hidden_state=enc), attention_mask=enc_mask,
+                              decoder_input_ids=dec, decoder_attention_mask=mask).logits
+        prompts = [self.prompt_ids[int(p)] for p in prompt_idx.tolist()]
+        n_prompt = max(len(p) for p in prompts)
+        pids, pmask = _pad(prompts, self.pad_id, True, self.device)
+        rids, rmask = _pad(rows, self.pad_id, False, self.device)
+        ids, mask = torch.cat([pids, rids], 1), torch.cat([pmask, rmask], 1)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        kw = dict(input_ids=ids, attention_mask=mask, position_ids=pos)
+        if self.restricted:
+            h = self.model.base_model(**kw).last_hidden_state
+            return h[:, n_prompt - 1 : n_prompt - 1 + width]
+        if self._keep_arg:
+            return self.model(**kw, logits_to_keep=width + 1).logits[:, :width]
+        return self.model(**kw).logits[:, n_prompt - 1 : n_prompt - 1 + width]

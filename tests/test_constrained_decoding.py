@@ -1,0 +1,285 @@
+"""Constrained sampling, beam search and the teacher-forced scorer agree on one distribution π_c.
+
+Tiny random planners (T5 with a Unigram tokenizer, LLaMA with a byte-level BPE, T5 with MiniLM's
+WordPiece vocabulary, and PEFT-LoRA-wrapped versions) over a small registry whose plans can all
+be enumerated.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from constrained_decoding import runner as runner_mod
+from constrained_decoding.decode import beam_search_plans, greedy_plans, sample_plans
+from constrained_decoding.score import score_plans
+from envs.openagi.plans import PlanLimits, check_plan, enumerate_plans, format_plan, parse_plan
+from envs.openagi.registry import IMAGE, TEXT
+from tiny_models import (
+    bpe_tokenizer,
+    small_registry,
+    tiny_llama,
+    tiny_t5,
+    unigram_tokenizer,
+    with_lora,
+    wordpiece_tokenizer,
+)
+
+REG = small_registry()
+LIMITS = PlanLimits(max_tools=3, max_branch=2, max_tail=1)
+LINEAR = ((IMAGE,), TEXT)
+NONLINEAR = ((IMAGE, TEXT), TEXT)
+PROMPT = {
+    LINEAR: "Given noisy blurry image, how to return the caption in English step by step?",
+    NONLINEAR: "Given noisy image and clozed English query, how to answer the question in German step by step?",
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models on 2 shared cores: one intra-op thread avoids thread contention (10x faster here)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+PLANNERS = {
+    "t5-unigram": lambda: (tiny_t5(unigram_tokenizer(), seed=1), unigram_tokenizer()),
+    "llama-bpe": lambda: (tiny_llama(bpe_tokenizer(), seed=2), bpe_tokenizer()),
+    "t5-wordpiece": lambda: (tiny_t5(wordpiece_tokenizer(), seed=3), wordpiece_tokenizer()),
+    "lora-t5": lambda: (with_lora(tiny_t5(unigram_tokenizer(), seed=4), seed=5), unigram_tokenizer()),
+    "lora-llama": lambda: (with_lora(tiny_llama(bpe_tokenizer(), seed=6), seed=7), bpe_tokenizer()),
+}
+_BUILT: dict[str, tuple] = {}
+
+
+def planner(name: str):
+    if name not in _BUILT:
+        _BUILT[name] = PLANNERS[name]()
+    return _BUILT[name]
+
+
+def all_plans(sig):
+    return list(enumerate_plans(REG, *sig, LIMITS))
+
+
+def scores(model, tok, sig, plans, temperature=1.0):
+    with torch.no_grad():
+        return score_plans(model, tok, [PROMPT[sig]] * len(plans), [sig] * len(plans), plans, temperature,
+                           registry=REG, limits=LIMITS)
+
+
+@pytest.mark.parametrize("name", PLANNERS)
+@pytest.mark.parametrize("sig", [LINEAR, NONLINEAR], ids=["linear", "nonlinear"])
+def test_probabilities_of_all_valid_plans_sum_to_one(name, sig):
+    model, tok = planner(name)
+    plans = all_plans(sig)
+    p = scores(model, tok, sig, plans).exp()
+    assert abs(float(p.sum()) - 1.0) < 1e-4
+    assert float(p.min()) > 0 and float(p.max()) < 0.9  # a real distribution over many plans
+    p_hot = scores(model, tok, sig, plans, temperature=0.5).exp()
+    assert abs(float(p_hot.sum()) - 1.0) < 1e-4 and float(p_hot.max()) > float(p.max())
+
+
+@pytest.mark.parametrize("name", PLANNERS)
+@pytest.mark.parametrize("sig", [LINEAR, NONLINEAR], ids=["linear", "nonlinear"])
+def test_sampler_reports_the_scorers_log_probabilities(name, sig):
+    model, tok = planner(name)
+    for temperature in (1.0, 0.7):
+        drawn = sample_plans(model, tok, [PROMPT[sig]], [sig], k=24, temperature=temperature, registry=REG,
+                             limits=LIMITS, seed=11)[0]
+        assert len(drawn) == 24
+        want = scores(model, tok, sig, [d.plan for d in drawn], temperature)
+        got = torch.tensor([d.logprob for d in drawn])
+        assert torch.allclose(got, want.float(), atol=1e-4), (got - want).abs().max()
+        for d in drawn:
+            assert d.text == format_plan(d.plan)
+            check_plan(parse_plan(d.text, REG), REG, *sig, LIMITS)
+            assert len(d.rows) == (1 if sig == LINEAR else 3)
+
+
+@pytest.mark.parametrize("name,sig", [("t5-unigram", NONLINEAR), ("llama-bpe", LINEAR), ("lora-llama", NONLINEAR)])
+def test_sample_frequencies_match_scored_probabilities(name, sig):
+    model, tok = planner(name)
+    plans = all_plans(sig)
+    p = scores(model, tok, sig, plans).exp().double().numpy()
+    n = 3000
+    drawn = sample_plans(model, tok, [PROMPT[sig]], [sig], k=n, registry=REG, limits=LIMITS, seed=123)[0]
+    counts = collections.Counter(d.plan for d in drawn)
+    assert set(counts) <= set(plans)
+    observed = np.array([counts[q] for q in plans], dtype=float)
+    expected = p * n
+    big = expected >= 5  # pool the rare plans into one bin for the chi-square test
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    if exp[-1] == 0:
+        obs, exp = obs[:-1], exp[:-1]
+    assert stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue > 1e-3
+    assert 0.5 * np.abs(observed / n - p).sum() < 0.08  # total variation
+
+
+def test_sampling_is_seeded():
+    model, tok = planner("llama-bpe")
+    run = lambda seed: [d.text for d in sample_plans(model, tok, [PROMPT[NONLINEAR]], [NONLINEAR], k=16,  # noqa: E731
+                                                    registry=REG, limits=LIMITS, seed=seed)[0]]
+    assert run(5) == run(5)
+    assert run(5) != run(6)
+
+
+@pytest.mark.parametrize("name", ["t5-unigram", "llama-bpe", "lora-t5"])
+@pytest.mark.parametrize("sig", [LINEAR, NONLINEAR], ids=["linear", "nonlinear"])
+def test_beam_search_returns_valid_distinct_plans_best_first(name, sig):
+    model, tok = planner(name)
+    res = beam_search_plans(model, tok, [PROMPT[sig]], [sig], num_beams=8, registry=REG, limits=LIMITS)[0]
+    assert 1 <= len(res) <= 8
+    texts = [r.text for r in res]
+    assert len(set(texts)) == len(texts)
+    lps = [r.logprob for r in res]
+    assert lps == sorted(lps, reverse=True)
+    for r in res:
+        check_plan(parse_plan(r.text, REG), REG, *sig, LIMITS)
+    want = scores(model, tok, sig, [r.plan for r in res])
+    assert torch.allclose(torch.tensor(lps), want.float(), atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["t5-wordpiece", "lora-llama"])
+@pytest.mark.parametrize("sig", [LINEAR, NONLINEAR], ids=["linear", "nonlinear"])
+def test_wide_beam_search_finds_the_exact_best_plans(name, sig):
+    model, tok = planner(name)
+    plans = all_plans(sig)
+    lp = scores(model, tok, sig, plans)
+    exact = [format_plan(plans[i]) for i in torch.argsort(lp, descending=True)[:5].tolist()]
+    res = beam_search_plans(model, tok, [PROMPT[sig]], [sig], num_beams=256, num_return=5, branch_beams=16,
+                            registry=REG, limits=LIMITS)[0]
+    assert [r.text for r in res] == exact
+    greedy = greedy_plans(model, tok, [PROMPT[sig]], [sig], registry=REG, limits=LIMITS)[0]
+    assert greedy.text in {format_plan(p) for p in plans}
+    assert abs(greedy.logprob - float(lp[[format_plan(p) for p in plans].index(greedy.text)])) < 1e-4
+
+
+def test_mixed_batch_of_linear_and_nonlinear_tasks():
+    model, tok = planner("t5-unigram")
+    sigs = [LINEAR, NONLINEAR, ((TEXT, TEXT), TEXT), LINEAR]
+    prompts = [PROMPT[LINEAR], PROMPT[NONLINEAR], "Given clozed English document and clozed English query, "
+               "how to answer the question in English step by step?", "Given blurry image, how to return the class"
+               " label in English step by step?"]
+    drawn = sample_plans(model, tok, prompts, sigs, k=5, registry=REG, limits=LIMITS, seed=3)
+    beams = beam_search_plans(model, tok, prompts, sigs, num_beams=4, registry=REG, limits=LIMITS)
+    flat = [(p, s, d) for p, s, ds in zip(prompts, sigs, drawn) for d in ds]
+    flat += [(p, s, d) for p, s, ds in zip(prompts, sigs, beams) for d in ds]
+    for _, s, d in flat:
+        check_plan(d.plan, REG, *s, LIMITS)
+    with torch.no_grad():
+        want = score_plans(model, tok, [p for p, _, _ in flat], [s for _, s, _ in flat], [d.text for _, _, d in flat],
+                           registry=REG, limits=LIMITS)
+    assert torch.allclose(torch.tensor([d.logprob for _, _, d in flat]), want, atol=1e-4)
+
+
+def test_scorer_is_differentiable_and_trains_only_lora_weights():
+    model, tok = planner("lora-t5")
+    plans = all_plans(NONLINEAR)[:6]
+    lp = score_plans(model, tok, [PROMPT[NONLINEAR]] * 6, [NONLINEAR] * 6, plans, registry=REG, limits=LIMITS)
+    assert lp.requires_grad
+    model.zero_grad()
+    (-lp.sum()).backward()
+    grads = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
+    assert grads and all("lora_" in n for n in grads)
+    assert any(g is not None and float(g.abs().sum()) > 0 for g in grads.values())
+    model.zero_grad()
+
+
+def test_full_vocabulary_path_gives_the_same_numbers():
+    """Models whose logits are not body x output matrix fall back to the full forward: same results."""
+    model, tok = planner("llama-bpe")
+    base = runner_mod.unwrap_model(model)
+    plans = all_plans(NONLINEAR)
+    fast = scores(model, tok, NONLINEAR, plans)
+    fast_drawn = sample_plans(model, tok, [PROMPT[NONLINEAR]], [NONLINEAR], k=8, registry=REG, limits=LIMITS)[0]
+    runner_mod._HEAD_MODE[base] = False
+    try:
+        slow = scores(model, tok, NONLINEAR, plans)
+        slow_drawn = sample_plans(model, tok, [PROMPT[NONLINEAR]], [NONLINEAR], k=8, registry=REG, limits=LIMITS)[0]
+    finally:
+        runner_mod._HEAD_MODE[base] = True
+    assert torch.allclose(fast, slow, atol=1e-5)
+    assert [d.text for d in fast_drawn] == [d.text for d in slow_drawn]
+
+
+def test_lora_on_the_output_layer_is_detected():
+    from peft import LoraConfig, get_peft_model
+
+    tok = bpe_tokenizer()
+    torch.manual_seed(0)
+    model = get_peft_model(tiny_llama(tok, seed=8), LoraConfig(r=2, target_modules=["lm_head", "q_proj"],
+                                                               init_lora_weights=False)).eval()
+    r = runner_mod.PlannerRunner(model, tok, ["x"], pad_id=tok.pad_token_id)
+    assert not r.restricted
+    p = scores(model, tok, LINEAR, all_plans(LINEAR)).exp()
+    assert abs(float(p.sum()) - 1) < 1e-4
+
+
+def test_decoding_restores_training_mode_and_checks_arguments():
+    model, tok = planner("t5-unigram")
+    model.train()
+    try:
+        sample_plans(model, tok, [PROMPT[LINEAR]], [LINEAR], k=2, registry=REG, limits=LIMITS)
+        assert model.training
+    finally:
+        model.eval()
+    with pytest.raises(ValueError, match="temperature"):
+        sample_plans(model, tok, [PROMPT[LINEAR]], [LINEAR], temperature=0, registry=REG, limits=LIMITS)
+    with pytest.raises(ValueError, match="one per prompt"):
+        sample_plans(model, tok, [PROMPT[LINEAR]], [LINEAR, LINEAR], registry=REG, limits=LIMITS)
+    with pytest.raises(Exception) as e:
+        scores(model, tok, LINEAR, ["Fill Mask"])
+    assert getattr(e.value, "reason", None) == "bad_start"
+
+
+def test_default_registry_is_openagis():
+    model, tok = planner("t5-wordpiece")
+    res = greedy_plans(model, tok, ["Given clozed English text, how to translate the text in German step by step?"],
+                       [((TEXT,), TEXT)], limits=PlanLimits(2, 1, 1))
+    from envs.openagi.tools import signature_registry
+
+    check_plan(res[0].plan, signature_registry(), (TEXT,), TEXT, PlanLimits(2, 1, 1))
+
+
+@pytest.mark.parametrize("name", ["llama-bpe", "t5-unigram"])
+@pytest.mark.parametrize("share_prompts", [True, False])
+def test_cached_prefill_matches_teacher_forcing(name, share_prompts):
+    """Left-padded prefill (with and without the shared prompt cache) then steps == one teacher-forced pass."""
+    model, tok = planner(name)
+    r = runner_mod.PlannerRunner(model, tok, [PROMPT[LINEAR], PROMPT[NONLINEAR]], pad_id=tok.pad_token_id)
+    if not share_prompts and not r.encoder_decoder:
+        r.prompt_ids[0] = r.prompt_ids[0][-1:]  # a one-token prompt: nothing to share, whole-row prefill
+    rows = [[5, 6, 7, 8, 20], [9, 10, 11, 12, 21], [13, 14, 15, 16, 22]]
+    prompt_idx = torch.tensor([0, 1, 1])
+    prefixes = [[5, 6], [9], []]
+    with torch.no_grad():
+        want = r.teacher_force(prompt_idx, rows)
+        got = [r.start(prompt_idx, prefixes)]
+        pos = [len(p) for p in prefixes]
+        for _ in range(2):  # rows advance by their next token
+            got.append(r.step(torch.tensor([rows[i][pos[i]] for i in range(3)])))
+            pos = [p + 1 for p in pos]
+    for t, feats in enumerate(got):
+        for i in range(3):
+            assert torch.allclose(feats[i], want[i, len(prefixes[i]) + t], atol=1e-5)
+
+
+def test_prompt_format():
+    from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts, format_prompt
+
+    assert format_prompt("Given x, how to y?", encoder_decoder=True) == "Given x, how to y?"
+    assert format_prompt("Given x, how to y?", encoder_decoder=False) == "Given x, how to y?" + PLAN_SEPARATOR
+    ids = encode_prompts(bpe_tokenizer(), ["Given image"], encoder_decoder=False)[0]
+    assert ids[0] == bpe_tokenizer().bos_token_id
+    ids = encode_prompts(unigram_tokenizer(), ["Given image"], encoder_decoder=True)[0]
+    assert ids[-1] == unigram_tokenizer().eos_token_id
+    with pytest.raises(TypeError, match="description"):
+        format_prompt(3, encoder_decoder=True)
