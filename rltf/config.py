@@ -101,6 +101,14 @@ class EnvSettings:
     samples_per_step: int = num(8, gt=0)  # samples a plan is scored on per training step
     cache_mib: int = num(512, ge=0)  # execution-cache budget (0 disables the cache)
     data_seed: int = num(0, ge=0)  # seeds the task samples (the split itself is persisted)
+    # backend "hf": HFBackendConfig settings (model_ids per tool, metric_models, device, dtype,
+    # memory_budget_gib, batch_size(s), max_new_tokens, ...; envs/openagi/hf/config.py)
+    hf: dict[str, Any] = field(default_factory=dict)
+    # suite "full": the hub data is built once under data_dir (envs/openagi/hf/suite.py);
+    # datasets: per-source overrides {imagenet: {path, split, config, revision, streaming, columns}}
+    data_dir: str = "data/openagi"
+    datasets: dict[str, Any] = field(default_factory=dict)
+    max_image_side: int = num(256, ge=16)  # full-suite images are shrunk to at most this many pixels
 
 
 @dataclass

@@ -7,9 +7,9 @@ finished: the zero/few-shot results, the fine-tuned planner, the newest RLTF che
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 from accelerate import Accelerator
@@ -17,6 +17,7 @@ from accelerate.utils import set_seed
 
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.lite import build_lite_registry
+from envs.openagi.split import load_split
 from rltf import evaluate as ev
 from rltf.config import RunConfig, config_to_yaml, save_config
 from rltf.planner import Planner, load_planner
@@ -30,16 +31,36 @@ def _log(acc: Accelerator, msg: str) -> None:
         print(msg, flush=True)
 
 
-def make_envs(cfg: RunConfig) -> tuple[OpenAGIEnv, OpenAGIEnv]:
+def make_envs(cfg: RunConfig, accelerator: Accelerator | None = None) -> tuple[OpenAGIEnv, OpenAGIEnv]:
     """(train env scoring plans on a seeded subset of samples, eval env scoring on all samples)."""
-    if cfg.env.backend != "lite" or cfg.env.suite != "lite":
-        raise NotImplementedError(
-            f"env.suite={cfg.env.suite!r} / env.backend={cfg.env.backend!r}: only the offline lite suite and "
-            "backend run end to end so far (the hf backend's hub datasets are not wired in yet)")
-    registry = build_lite_registry()
-    common = dict(suite=cfg.env.suite, n_samples=cfg.env.n_samples, data_seed=cfg.env.data_seed, registry=registry)
     cache = cfg.env.cache_mib * 2**20
-    train = OpenAGIEnv(split="train", samples_per_step=cfg.env.samples_per_step, cache_bytes=cache, **common)
+    e = cfg.env
+    if e.suite == "full":
+        from envs.openagi.hf import HFBackend
+        from envs.openagi.hf.suite import build_full_suite, register_hf_metrics, split_tasks
+        from rltf.dry_run import check_env, hf_backend_config
+
+        check_env(cfg)
+        hf = hf_backend_config(cfg)
+        if accelerator is not None and accelerator.device.type == "cuda" and (hf.device or "cuda") == "cuda":
+            hf.device = str(accelerator.device)  # one GPU per process
+        backend = HFBackend(hf)
+        registry = backend.registry()
+        register_hf_metrics(backend.scorer)
+        first = accelerator.main_process_first() if accelerator is not None else contextlib.nullcontext()
+        with first:  # the main process builds the data once; the others then read it from disk
+            tasks = build_full_suite(e.data_dir, e.n_samples, e.data_seed, registry, sources=e.datasets,
+                                     max_image_side=e.max_image_side)
+        common = dict(suite="full", registry=registry)
+        train = OpenAGIEnv(split="train", tasks=split_tasks(tasks)["train"], samples_per_step=e.samples_per_step,
+                           cache_bytes=cache, **common)
+        held_out = OpenAGIEnv(split="all", tasks=tasks, cache_bytes=cache, **common)
+        return train, held_out
+    if e.backend != "lite":
+        raise ValueError(f"env.suite='lite' runs on the lite backend only, got env.backend={e.backend!r}")
+    registry = build_lite_registry()
+    common = dict(suite=e.suite, n_samples=e.n_samples, data_seed=e.data_seed, registry=registry)
+    train = OpenAGIEnv(split="train", samples_per_step=e.samples_per_step, cache_bytes=cache, **common)
     held_out = OpenAGIEnv(split="all", cache_bytes=cache, **common)
     return train, held_out
 
@@ -54,9 +75,7 @@ def run(cfg: RunConfig) -> dict:
         save_config(cfg, run_dir / "config.yaml")
     _log(acc, f"run {cfg.run_name} -> {run_dir}  ({acc.num_processes} process(es), device {acc.device})")
 
-    train_env, eval_env = make_envs(cfg)
-    from envs.openagi.split import load_split
-
+    train_env, eval_env = make_envs(cfg, acc)
     split = load_split(cfg.env.suite)
     held = {s: [eval_env.get_task(i) for i in split[s]] for s in ("validation", "test")}
     eval_splits = list(dict.fromkeys(cfg.eval.splits))
@@ -161,6 +180,7 @@ def _plain(cfg: RunConfig) -> dict:
 
 
 def dry_run(cfg: RunConfig) -> None:
-    print(config_to_yaml(cfg))
-    print(f"planner: {cfg.planner.model}  suite: {cfg.env.suite}  backend: {cfg.env.backend}")
-    print(f"would write to {Path(cfg.run_dir).resolve()}; nothing loaded (dry_run=true)")
+    """Validate the config and print what a run would load, loading nothing heavy."""
+    from rltf.dry_run import describe_run
+
+    print(describe_run(cfg))

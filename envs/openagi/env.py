@@ -164,10 +164,18 @@ class OpenAGIEnv(gym.Env):
         return [task.samples[i] for i in idx]
 
     def score(self, pairs: Sequence[tuple[int | str | Task, str | Plan]]) -> list[PlanResult]:
-        """Score many (task, plan) pairs. Plans may be text or Plan objects; invalid ones score 0."""
-        return [self._score_one(self.get_task(t), p) for t, p in pairs]
+        """Score many (task, plan) pairs. Plans may be text or Plan objects; invalid ones score 0.
 
-    def _score_one(self, task: Task, action: str | Plan) -> PlanResult:
+        All plans of one task in a call are scored on the same sample subset: their rewards
+        differ only by the plan (less variance between the K samples of a task, more cache hits)."""
+        tasks = [self.get_task(t) for t, _ in pairs]
+        subsets: dict[int, list] = {}
+        for task in tasks:
+            if task.id not in subsets:
+                subsets[task.id] = self.samples_for(task)
+        return [self._score_one(task, p, subsets[task.id]) for task, (_, p) in zip(tasks, pairs)]
+
+    def _score_one(self, task: Task, action: str | Plan, samples) -> PlanResult:
         text = action if isinstance(action, str) else _safe_format(action)
         try:
             plan = parse_and_check(action, self.registry, task.inputs, task.target, self.limits)
@@ -175,7 +183,6 @@ class OpenAGIEnv(gym.Env):
             return PlanResult(task.id, text, 0.0, False, str(exc), exc.reason)
         except Exception as exc:  # a malformed object, not a string: still never crash
             return PlanResult(task.id, text, 0.0, False, f"{type(exc).__name__}: {exc}", "invalid")
-        samples = self.samples_for(task)
         run = self.executor.run(plan, samples)
         ok = [i for i, e in enumerate(run.errors) if e is None]
         scores = [0.0] * len(samples)

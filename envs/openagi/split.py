@@ -40,7 +40,8 @@ def make_split(
     for k, v in fractions.items():
         if k not in SPLITS or not 0 <= v < 1:
             raise ValueError(f"bad split fraction {k}={v!r}: expected train/validation/test in [0, 1)")
-    if fractions["validation"] + fractions["test"] + fractions.get("train", 0) >= 1 + 1e-9:
+    held_out = fractions["validation"] + fractions["test"]
+    if held_out >= 1 or held_out + fractions.get("train", 0) > 1 + 1e-9:
         raise ValueError(f"validation + test fractions {fractions} leave no training tasks")
     rng = np.random.default_rng(seed)
     groups: dict[str, list[int]] = defaultdict(list)
