@@ -6,9 +6,10 @@ pool (benchmark samples are drawn only from it) and a disjoint TRAIN pool (what 
 e.g. the colorizer, train on), so an expert never trains on the images it is scored on. Digits
 are split the same way, by index.
 
-Degradations are applied in one fixed physical order (blur -> x2 downsampling -> noise ->
-grayscale) whatever order they are named in, so that the inverse order of restoration is not
-the order the words appear in a task description.
+Degradations are applied in one fixed order (x2 downsampling -> blur -> noise -> grayscale:
+a small image, blurred at its own scale, captured with sensor noise, stored in grayscale)
+whatever order they are named in, so that the inverse order of restoration (denoise, deblur,
+then upscale) is not the order the words appear in a task description.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 DEGRADATIONS: tuple[str, ...] = ("low-resolutioned", "noisy", "blurry", "grayscale")
 """Degradation names, in the order the words appear in task descriptions (as in OpenAGI)."""
 
-PHYSICAL_ORDER: tuple[str, ...] = ("blurry", "low-resolutioned", "noisy", "grayscale")
+PHYSICAL_ORDER: tuple[str, ...] = ("low-resolutioned", "blurry", "noisy", "grayscale")
 """The order degradations are actually applied in, whatever order they are named in."""
 
 BLUR_SIGMA = 1.3
