@@ -68,6 +68,11 @@ def make_envs(cfg: RunConfig, accelerator: Accelerator | None = None) -> tuple[O
 def run(cfg: RunConfig) -> dict:
     t_start = time.perf_counter()
     acc = Accelerator()
+    if acc.distributed_type.name in ("FSDP", "DEEPSPEED"):
+        raise NotImplementedError(
+            f"accelerate distributed_type {acc.distributed_type.name}: the RLTF trainer averages gradients itself "
+            "(rltf/optim.py) and does not shard parameters yet; launch with configs/accelerate/ddp.yaml "
+            "(or LoRA / QLoRA to fit a large planner on each GPU)")
     set_seed(cfg.seed)
     run_dir = cfg.run_dir
     if acc.is_main_process:
