@@ -39,13 +39,7 @@ PROMPT = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models on 2 shared cores: one intra-op thread avoids thread contention (10x faster here)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 PLANNERS = {

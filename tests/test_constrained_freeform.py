@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from constrained_decoding.freeform import FreeTextMappingError, map_free_text_to_plan, map_steps_to_tools, split_steps
 from envs.openagi.plans import LinearPlan, NonlinearPlan, PlanLimits, format_plan
@@ -13,13 +12,7 @@ from envs.openagi.tools import signature_registry
 REG = signature_registry()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """MiniLM on 2 shared cores: one intra-op thread avoids thread contention."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_split_steps():
