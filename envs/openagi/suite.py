@@ -138,26 +138,17 @@ def task_specs(suite: str = "full") -> list[TaskSpec]:
             specs.append(TaskSpec(_desc(_text_phrase(d, "text"), "translate the text in German"),
                                   (TEXT,), TEXT, "translation", "de", (d,),
                                   LinearPlan((*_restore(d), "Machine Translation"))))
-    # image + text -> text (VQA)
-    if full:
-        for d in subsets:
+    # two inputs -> answer: image + query (VQA, full suite only), document + query (QA)
+    pairs = [("Visual Question Answering", IMAGE, subsets, _image_phrase)] if full else []
+    pairs.append(("Question Answering", TEXT, text_degr, lambda d: _text_phrase(d, "document")))
+    for join, first, first_degr, phrase in pairs:
+        for d in first_degr:
             for q in text_degr:
                 for lang in langs:
                     specs.append(TaskSpec(
-                        _desc(f"{_image_phrase(d)} and {_text_phrase(q, 'query')}",
-                              f"answer the question in {_LANG[lang]}"),
-                        (IMAGE, TEXT), TEXT, "answer", lang, (d, q),
-                        NonlinearPlan((_restore(d), _restore(q)), "Visual Question Answering",
-                                      _translate(lang))))
-    # text + text -> text (QA)
-    for doc in text_degr:
-        for q in text_degr:
-            for lang in langs:
-                specs.append(TaskSpec(
-                    _desc(f"{_text_phrase(doc, 'document')} and {_text_phrase(q, 'query')}",
-                          f"answer the question in {_LANG[lang]}"),
-                    (TEXT, TEXT), TEXT, "answer", lang, (doc, q),
-                    NonlinearPlan((_restore(doc), _restore(q)), "Question Answering", _translate(lang))))
+                        _desc(f"{phrase(d)} and {_text_phrase(q, 'query')}", f"answer the question in {_LANG[lang]}"),
+                        (first, TEXT), TEXT, "answer", lang, (d, q),
+                        NonlinearPlan((_restore(d), _restore(q)), join, _translate(lang))))
     return specs
 
 
