@@ -310,6 +310,9 @@ class StateTables:
     """The DFAs of several grammars stacked into one numbering, as tensors on one device.
 
     ``offset[g]`` is added to grammar ``g``'s state ids. ``final[s]`` marks the accepting sinks.
+    ``vocab`` is the sorted set of every token id any state allows and ``allowed_local`` the
+    position of each allowed id in it: a step scores the ``vocab`` rows of the output layer once
+    and gathers, with no per-step ``unique``.
     """
 
     allowed: torch.Tensor  # [S, D] int64 token ids
@@ -317,6 +320,8 @@ class StateTables:
     next_state: torch.Tensor  # [S, D] int64
     final: torch.Tensor  # [S] bool
     offset: dict[PlanGrammar, int]
+    vocab: torch.Tensor  # [U] int64, sorted
+    allowed_local: torch.Tensor  # [S, D] int64 positions in ``vocab``
 
 
 @functools.lru_cache(maxsize=64)
@@ -337,5 +342,9 @@ def stack_tables(grammars: tuple[PlanGrammar, ...], device: torch.device) -> Sta
         final.append(f)
         offset[g] = base
         base += d.num_states
-    as_t = lambda xs: torch.from_numpy(np.concatenate(xs)).to(device)  # noqa: E731
-    return StateTables(as_t(allowed), as_t(valid), as_t(nxt), as_t(final), offset)
+    allowed_np = np.concatenate(allowed)
+    vocab, local = np.unique(allowed_np, return_inverse=True)
+    as_t = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(device)  # noqa: E731
+    return StateTables(as_t(allowed_np), as_t(np.concatenate(valid)), as_t(np.concatenate(nxt)),
+                       as_t(np.concatenate(final)), offset, as_t(vocab.astype(np.int64)),
+                       as_t(local.reshape(allowed_np.shape).astype(np.int64)))

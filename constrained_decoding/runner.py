@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +24,9 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutput
 
 from constrained_decoding.prompts import encode_prompts
+
+if TYPE_CHECKING:
+    from constrained_decoding.grammar import StateTables
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -78,19 +82,18 @@ class PlannerRunner:
 
     # ------------------------------------------------------------------ scores of allowed tokens
 
-    def allowed_logits(self, feats: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        """Logits (float32) of token ids ``idx[..., D]`` from features ``feats[..., F]``.
+    def allowed_logits(self, feats: torch.Tensor, tables: "StateTables", state: torch.Tensor) -> torch.Tensor:
+        """Logits (float32) ``[..., D]`` of the tokens grammar states ``state[...]`` allow, from features ``feats[..., F]``.
 
-        Restricted heads multiply the features by the output rows of the distinct ids in ``idx``
-        only (a few hundred at most for a plan grammar), then gather."""
+        Restricted heads multiply the features by the output rows of ``tables.vocab`` only (the
+        few hundred ids the grammars can emit), then gather each state's slots."""
         if not self.restricted:
-            return feats.gather(-1, idx).float()
-        uniq, inv = torch.unique(idx, return_inverse=True)
-        w = self.head_weight.index_select(0, uniq)
+            return feats.gather(-1, tables.allowed[state]).float()
+        w = self.head_weight.index_select(0, tables.vocab)
         z = torch.matmul(feats.to(w.dtype), w.t())
         if self.head_bias is not None:
-            z = z + self.head_bias.index_select(0, uniq)
-        return z.gather(-1, inv).float()
+            z = z + self.head_bias.index_select(0, tables.vocab)
+        return z.gather(-1, tables.allowed_local[state]).float()
 
     def _restricted_head_ok(self) -> bool:
         """Do body features times the output matrix reproduce the model's logits? (cached per model)"""
@@ -129,7 +132,9 @@ class PlannerRunner:
         if self.encoder_decoder:
             self.row_enc = self.enc_hidden.index_select(0, prompt_idx)
             self.row_enc_mask = self.enc_mask.index_select(0, prompt_idx)
-            ids, self.mask = _pad([[self.decoder_start, *p] for p in prefixes], self.pad_id, True, self.device)
+            ids, mask = _pad([[self.decoder_start, *p] for p in prefixes], self.pad_id, True, self.device)
+            # rows of equal length need no decoder mask (and HF builds none: cheaper steps)
+            self.mask = None if len({len(p) for p in prefixes}) == 1 else mask
             self.cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
             return self._dec(ids)
         rows = prompt_idx.tolist()
@@ -154,8 +159,8 @@ class PlannerRunner:
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per row; features of the next token."""
-        ones = torch.ones_like(self.mask[:, :1])
-        self.mask = torch.cat([self.mask, ones], dim=1)
+        if self.mask is not None:
+            self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
         ids = tokens.to(self.device).unsqueeze(1)
         if self.encoder_decoder:
             return self._dec(ids)
@@ -172,7 +177,8 @@ class PlannerRunner:
             self.cache.self_attention_cache.reorder_cache(rows)
         else:
             self.cache.reorder_cache(rows)
-        self.mask = self.mask.index_select(0, rows)
+        if self.mask is not None:
+            self.mask = self.mask.index_select(0, rows)
         if not self.encoder_decoder:
             self.pos = self.pos.index_select(0, rows)
         elif not same_prompt:

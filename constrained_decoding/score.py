@@ -63,8 +63,7 @@ def score_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures:
     dev = runner.device
     state, slot, mask = state.to(dev), slot.to(dev), mask.to(dev)
     feats = runner.teacher_force(torch.as_tensor(row_prompt), rows)
-    idx = tables.allowed[state]
-    z = runner.allowed_logits(feats, idx) / temperature
+    z = runner.allowed_logits(feats, tables, state) / temperature
     z = z.masked_fill(~tables.valid[state], float("-inf"))
     lp = z.log_softmax(-1).gather(-1, slot.unsqueeze(-1)).squeeze(-1)
     row_lp = torch.where(mask, lp, torch.zeros_like(lp)).sum(-1)

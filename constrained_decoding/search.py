@@ -23,7 +23,7 @@ RowStart = tuple[PlanGrammar, int]  # a grammar and one of its (local) start sta
 def _slot_logprobs(runner: PlannerRunner, tables: StateTables, feats: torch.Tensor, state: torch.Tensor,
                    temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
     idx = tables.allowed[state]
-    z = runner.allowed_logits(feats, idx)
+    z = runner.allowed_logits(feats, tables, state)
     if temperature != 1.0:
         z = z / temperature
     z = z.masked_fill(~tables.valid[state], float("-inf"))
