@@ -14,7 +14,7 @@ log-probabilities :func:`sample_plans` reports, and Σ_{valid plans} π_c(plan) 
     π_c(plan) = Π_t π_c(y_t | prompt, y_<t),   y = tokens("A, B, C") + EOS
 
 *Nonlinear task* (n inputs), semi-autoregressive: a head row, then n branch rows decoded in
-parallel (all branch rows of all plans in one batch)::
+parallel (they join the batch of running rows as soon as their head row has finished)::
 
     π_c(plan) = π_c(head | prompt) · Π_i π_c(branch_i | prompt, head, i)
     head row     tokens("J, T1, T2") + EOS                      (join tool J and tail T1, T2)

@@ -21,7 +21,7 @@ from torch import nn
 
 from constrained_decoding.grammar import PlanGrammar, as_signature, plan_grammar, stack_tables
 from constrained_decoding.runner import PlannerRunner
-from constrained_decoding.search import beam_rows, sample_rows
+from constrained_decoding.search import BeamGroup, Hyps, RowStart, beam_rows, sample_rows
 from envs.openagi.plans import Plan, PlanLimits, format_plan
 from envs.openagi.registry import ToolRegistry
 
@@ -89,8 +89,8 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures
                  generator: torch.Generator | None = None) -> list[list[DecodedPlan]]:
     """``k`` plans per prompt drawn from the constrained policy π_c at ``temperature``.
 
-    Nonlinear tasks: the head rows of all samples are decoded in one batch, then all their branch
-    rows in a second batch (the branches of a plan in parallel). Same ``seed`` -> same plans."""
+    Nonlinear tasks: a sample's branch rows (decoded in parallel) join the batch of running rows
+    as soon as its head row has finished. Same ``seed`` -> same plans."""
     if k < 1:
         raise ValueError(f"k={k}: expected at least one sample per prompt")
     if not temperature > 0:
@@ -104,24 +104,28 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures
             generator = torch.Generator(device=runner.device)
             generator.manual_seed(0 if seed is None else seed)
         owner = [p for p in range(len(grammars)) for _ in range(k)]
-        roots, root_lp = sample_rows(runner, tables, owner, [(grammars[p], grammars[p].root) for p in owner],
-                                     temperature, generator)
-        branch_owner, branch_starts, where = [], [], []
-        for j, p in enumerate(owner):
-            g = grammars[p]
-            if not g.is_linear:
-                h = g.meaning(g.root, roots[j])
+        where: list[int] = []  # the sample each branch row (numbered after the head rows) belongs to
+
+        def spawn(finished: list[tuple[int, tuple[int, ...]]]) -> list[tuple[int, RowStart]]:
+            """The branch rows of the nonlinear samples whose head row has just finished."""
+            new = []
+            for j, tokens in finished:
+                g = grammars[owner[j]] if j < len(owner) else None
+                if g is None or g.is_linear:
+                    continue
+                h = g.meaning(g.root, tokens)
                 for i in range(g.num_branches):
-                    branch_owner.append(p)
-                    branch_starts.append((g, g.branch_start[h][i]))
+                    new.append((owner[j], (g, g.branch_start[h][i])))
                     where.append(j)
+            return new
+
+        rows, lps = sample_rows(runner, tables, owner, [(grammars[p], grammars[p].root) for p in owner],
+                                temperature, generator, spawn)
+        roots, logp = rows[: len(owner)], lps[: len(owner)]
         branches: list[list[tuple[int, ...]]] = [[] for _ in owner]
-        logp = list(root_lp)
-        if branch_starts:
-            rows, lps = sample_rows(runner, tables, branch_owner, branch_starts, temperature, generator)
-            for j, row, lp in zip(where, rows, lps):
-                branches[j].append(row)
-                logp[j] += lp
+        for j, row, lp in zip(where, rows[len(owner) :], lps[len(owner) :]):
+            branches[j].append(row)
+            logp[j] += lp
     out: list[list[DecodedPlan]] = [[] for _ in grammars]
     for j, p in enumerate(owner):
         plan = grammars[p].assemble(roots[j], branches[j])
@@ -137,9 +141,9 @@ def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signa
 
     Linear tasks: beam search of width ``num_beams``. Nonlinear tasks (semi-autoregressive): beam
     search of the head rows (width ``num_beams``); the best ``max(1, num_beams // (branches *
-    branch_beams))`` heads each get a beam of ``branch_beams`` per branch, all branch rows of all
-    prompts decoded in one batch; a plan's score is its head's plus its branches' log-probabilities
-    and the best combinations are returned."""
+    branch_beams))`` heads each get a beam of ``branch_beams`` per branch, which joins the batch of
+    running beams as soon as the prompt's head search has finished; a plan's score is its head's
+    plus its branches' log-probabilities and the best combinations are returned."""
     if num_beams < 1 or branch_beams < 1:
         raise ValueError(f"num_beams={num_beams}, branch_beams={branch_beams}: expected positive widths")
     num_return = num_beams if num_return is None else num_return
@@ -150,19 +154,25 @@ def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signa
         if setup is None:
             return []
         grammars, runner, tables = setup
-        roots = beam_rows(runner, tables, list(range(len(grammars))), [(g, g.root) for g in grammars], num_beams)
-        groups, group_starts, group_key = [], [], []
-        for p, g in enumerate(grammars):
-            if g.is_linear:
-                continue
-            keep = max(1, num_beams // (g.num_branches * branch_beams))
-            for rank, (tokens, _) in enumerate(roots[p][:keep]):
-                h = g.meaning(g.root, tokens)
-                for i in range(g.num_branches):
-                    groups.append(p)
-                    group_starts.append((g, g.branch_start[h][i]))
-                    group_key.append((p, rank))
-        found = beam_rows(runner, tables, groups, group_starts, branch_beams) if groups else []
+        group_key: list[tuple[int, int]] = []  # the (prompt, head rank) of each branch group
+
+        def spawn(finished: list[tuple[int, Hyps]]) -> list[BeamGroup]:
+            """Branch groups of the best heads of the nonlinear prompts whose head search has just finished."""
+            new = []
+            for p, hyps in finished:
+                g = grammars[p] if p < len(grammars) else None
+                if g is None or g.is_linear:
+                    continue
+                keep = max(1, num_beams // (g.num_branches * branch_beams))
+                for rank, (tokens, _) in enumerate(hyps[:keep]):
+                    h = g.meaning(g.root, tokens)
+                    for i in range(g.num_branches):
+                        new.append((p, (g, g.branch_start[h][i]), branch_beams))
+                        group_key.append((p, rank))
+            return new
+
+        found = beam_rows(runner, tables, [(p, (g, g.root), num_beams) for p, g in enumerate(grammars)], spawn)
+        roots, found = found[: len(grammars)], found[len(grammars) :]
     per_head: dict[tuple[int, int], list[list[tuple[tuple[int, ...], float]]]] = {}
     for key, hyps in zip(group_key, found):
         per_head.setdefault(key, []).append(hyps)

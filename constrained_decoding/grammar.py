@@ -326,7 +326,15 @@ class StateTables:
 
 @functools.lru_cache(maxsize=64)
 def stack_tables(grammars: tuple[PlanGrammar, ...], device: torch.device) -> StateTables:
-    """One state numbering for the grammars of a batch (cached: grammars hash by identity)."""
+    """One state numbering for the grammars of a batch (cached: grammars hash by identity).
+
+    Built outside inference mode even when decoding asks first: the cached tensors are reused
+    by the scorer, whose autograd graph must be allowed to save them."""
+    with torch.inference_mode(False):
+        return _stack_tables(grammars, device)
+
+
+def _stack_tables(grammars: tuple[PlanGrammar, ...], device: torch.device) -> StateTables:
     width = max(g.dfa.width for g in grammars)
     allowed, valid, nxt, final, offset, base = [], [], [], [], {}, 0
     for g in grammars:

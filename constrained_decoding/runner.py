@@ -49,14 +49,34 @@ def _pad(seqs: Sequence[Sequence[int]], value: int, left: bool, device) -> tuple
     return ids.to(device), mask.to(device)
 
 
+pad_rows = _pad  # public name for the scorer's forward path
+
+
+def _stack_left_padded(a: torch.Tensor, b: torch.Tensor, length: int, dim: int) -> torch.Tensor:
+    """The rows of ``a`` then of ``b`` (dim 0), each left-padded with zeros to ``length`` along ``dim``.
+
+    One write per element: joining rows copies the whole running cache, so no intermediate copies."""
+    shape = list(a.shape)
+    shape[0], shape[dim] = a.shape[0] + b.shape[0], length
+    out = a.new_empty(shape)
+    for x, part in ((a, out[: a.shape[0]]), (b, out[a.shape[0] :])):
+        short = length - x.shape[dim]
+        part.narrow(dim, 0, short).zero_()
+        part.narrow(dim, short, x.shape[dim]).copy_(x)
+    return out
+
+
 _HEAD_MODE: "weakref.WeakKeyDictionary[nn.Module, bool]" = weakref.WeakKeyDictionary()
 
 
 class PlannerRunner:
     """One batch of prompts and the rows decoded from them (see the module docstring)."""
 
-    def __init__(self, model: nn.Module, tokenizer, prompts: Sequence[str], *, pad_id: int):
+    def __init__(self, model: nn.Module, tokenizer, prompts: Sequence[str], *, pad_id: int, encode: bool = True):
+        """``encode=False``: only the model's facts (no encoder pass, no head probe), for callers
+        that run the model's own ``forward`` (:func:`constrained_decoding.score.forward_logits`)."""
         self.model = unwrap_model(model)
+        self.tokenizer = tokenizer
         cfg = self.model.config
         self.encoder_decoder = bool(getattr(cfg, "is_encoder_decoder", False))
         self.device = next(self.model.parameters()).device
@@ -72,10 +92,10 @@ class PlannerRunner:
                 raise ValueError("the model config has neither decoder_start_token_id nor pad_token_id")
         self.head_weight = head.weight if isinstance(head, nn.Linear) else None
         self.head_bias = head.bias if isinstance(head, nn.Linear) else None
-        self.restricted = self.head_weight is not None and self._restricted_head_ok()
+        self.restricted = encode and self.head_weight is not None and self._restricted_head_ok()
         self.prompt_ids = encode_prompts(tokenizer, prompts, self.encoder_decoder)
         self._keep_arg = "logits_to_keep" in inspect.signature(self.model.forward).parameters
-        if self.encoder_decoder:
+        if self.encoder_decoder and encode:
             ids, mask = _pad(self.prompt_ids, pad_id, left=False, device=self.device)
             self.enc_hidden = self.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
             self.enc_mask = mask
@@ -156,6 +176,59 @@ class PlannerRunner:
         self.mask = torch.cat([head_mask.index_select(0, expand), tail_mask], 1)
         self.pos = (self.mask.cumsum(-1) - 1).clamp(min=0)[:, head.shape[1] :]
         return self._causal(tail, self.pos)
+
+    def add_rows(self, prompt_idx: torch.Tensor, prefixes: Sequence[Sequence[int]],
+                 copies: torch.Tensor | None = None) -> torch.Tensor:
+        """Open rows (as :meth:`start`) that join the running batch after its rows; their features.
+
+        Continuous batching: rows can join while others decode, so passes stay full. The new rows
+        are prefilled in a cache of their own, then both caches are left-padded to one time axis
+        (zeros, masked out) and concatenated along the batch. Relative (T5) and rotary (LLaMA)
+        positions stay right: the mask hides the padding and position ids continue per row.
+        ``copies``: row ``r`` of the joining rows is prefilled row ``copies[r]`` (identical rows
+        prefilled once)."""
+        old = self._batch()
+        if old["rows"] == 0:
+            old = None
+        feats = self.start(prompt_idx, prefixes)
+        if copies is not None:
+            copies = copies.to(self.device)
+            self.select(copies)
+            feats = feats.index_select(0, copies)
+        if old is not None:
+            self._prepend(old)
+        return feats
+
+    def _batch(self) -> dict:
+        """The running batch's state (set aside while :meth:`start` opens new rows) and its row count."""
+        state = {k: getattr(self, k, None) for k in ("cache", "mask", "pos", "row_enc", "row_enc_mask")}
+        rows = state["row_enc" if self.encoder_decoder else "pos"]
+        return {"rows": 0 if state["cache"] is None else int(rows.shape[0]), **state}
+
+    def _prepend(self, old: dict) -> None:
+        """Put the rows of a set-aside batch ``old`` before the current rows (one time axis, left-padded)."""
+        n_new = self._batch()["rows"]
+        new_self, old_self = self.cache, old["cache"]
+        if self.encoder_decoder:
+            new_self, old_self = self.cache.self_attention_cache, old["cache"].self_attention_cache
+            for lo, ln in zip(old["cache"].cross_attention_cache.layers, self.cache.cross_attention_cache.layers):
+                ln.keys, ln.values = torch.cat([lo.keys, ln.keys]), torch.cat([lo.values, ln.values])
+            self.row_enc = torch.cat([old["row_enc"], self.row_enc])
+            self.row_enc_mask = torch.cat([old["row_enc_mask"], self.row_enc_mask])
+        else:
+            self.pos = torch.cat([old["pos"][:, -1:], self.pos[:, -1:]])
+        t_old, t_new = old_self.get_seq_length(), new_self.get_seq_length()
+        t = max(t_old, t_new)
+        for lo, ln in zip(old_self.layers, new_self.layers):
+            ln.keys = _stack_left_padded(lo.keys, ln.keys, t, -2)
+            ln.values = _stack_left_padded(lo.values, ln.values, t, -2)
+        if old["mask"] is None and self.mask is None and t_old == t_new:
+            return  # no padding anywhere: steps stay maskless
+
+        def full(mask: torch.Tensor | None, rows: int, length: int) -> torch.Tensor:
+            return torch.ones((rows, length), dtype=torch.long, device=self.device) if mask is None else mask
+
+        self.mask = _stack_left_padded(full(old["mask"], old["rows"], t_old), full(self.mask, n_new, t_new), t, -1)
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per row; features of the next token."""

@@ -16,18 +16,21 @@ from torch import nn
 
 from constrained_decoding.decode import grammars_for
 from constrained_decoding.grammar import stack_tables
-from constrained_decoding.runner import PlannerRunner
+from constrained_decoding.prompts import encode_prompts
+from constrained_decoding.runner import PlannerRunner, pad_rows
 from envs.openagi.plans import Plan, PlanLimits
 from envs.openagi.registry import ToolRegistry
 
 
 def score_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures: Sequence[object],
                 plans: Sequence[Plan | str], temperature: float = 1.0, *, registry: ToolRegistry | None = None,
-                limits: PlanLimits | None = None) -> torch.Tensor:
+                limits: PlanLimits | None = None, through_forward: bool = False) -> torch.Tensor:
     """``[len(plans)]`` tensor of log π_c(plans[j] | prompts[j]) at ``temperature`` (with gradients).
 
     ``plans`` are Plan objects or canonical texts; a plan that is not valid for its signature
-    raises :class:`envs.openagi.plans.PlanError` (it has probability 0 under π_c)."""
+    raises :class:`envs.openagi.plans.PlanError` (it has probability 0 under π_c).
+    ``through_forward``: compute the logits with one call of ``model``'s own ``forward`` (full
+    vocabulary) instead of its sub-modules — what an FSDP-sharded model needs for its hooks."""
     prompts, plans = list(prompts), list(plans)
     if not (len(prompts) == len(plans) == len(signatures)):
         raise ValueError(f"got {len(prompts)} prompts, {len(signatures)} signatures and {len(plans)} plans; "
@@ -39,7 +42,7 @@ def score_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures:
     grammars = grammars_for(tokenizer, signatures, registry, limits)
     uniq = list(dict.fromkeys(prompts))
     where = {p: i for i, p in enumerate(uniq)}
-    runner = PlannerRunner(model, tokenizer, uniq, pad_id=grammars[0].pad_id)
+    runner = PlannerRunner(model, tokenizer, uniq, pad_id=grammars[0].pad_id, encode=not through_forward)
     tables = stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
     rows, row_prompt, row_plan, row_states, row_slots = [], [], [], [], []
     for j, (g, plan) in enumerate(zip(grammars, plans)):
@@ -62,10 +65,34 @@ def score_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures:
         mask[r, : len(st)] = True
     dev = runner.device
     state, slot, mask = state.to(dev), slot.to(dev), mask.to(dev)
-    feats = runner.teacher_force(torch.as_tensor(row_prompt), rows)
-    z = runner.allowed_logits(feats, tables, state) / temperature
+    if through_forward:
+        logits = forward_logits(model, runner, [uniq[i] for i in row_prompt], rows)
+        z = logits.gather(-1, tables.allowed[state]).float() / temperature
+    else:
+        feats = runner.teacher_force(torch.as_tensor(row_prompt), rows)
+        z = runner.allowed_logits(feats, tables, state) / temperature
     z = z.masked_fill(~tables.valid[state], float("-inf"))
     lp = z.log_softmax(-1).gather(-1, slot.unsqueeze(-1)).squeeze(-1)
     row_lp = torch.where(mask, lp, torch.zeros_like(lp)).sum(-1)
     out = torch.zeros(len(plans), dtype=row_lp.dtype, device=dev)
     return out.index_add(0, torch.as_tensor(row_plan, device=dev), row_lp)
+
+
+def forward_logits(model: nn.Module, runner: PlannerRunner, prompts: Sequence[str],
+                   rows: Sequence[Sequence[int]]) -> torch.Tensor:
+    """Teacher-forced full-vocabulary logits ``[R, T, V]`` from one call of ``model.forward``
+    (the PEFT / FSDP wrapper's own): position ``t`` of row ``r`` predicts ``rows[r][t]``."""
+    width = max(len(r) for r in rows)
+    ids = encode_prompts(runner.tokenizer, prompts, runner.encoder_decoder)
+    dev = runner.device
+    if runner.encoder_decoder:
+        enc, enc_mask = pad_rows(ids, runner.pad_id, False, dev)
+        dec, dec_mask = pad_rows([[runner.decoder_start, *r[:-1]] for r in rows], runner.pad_id, False, dev)
+        return model(input_ids=enc, attention_mask=enc_mask, decoder_input_ids=dec,
+                     decoder_attention_mask=dec_mask).logits
+    n_prompt = max(len(p) for p in ids)
+    pids, pmask = pad_rows(ids, runner.pad_id, True, dev)
+    rids, rmask = pad_rows(rows, runner.pad_id, False, dev)
+    full, mask = torch.cat([pids, rids], 1), torch.cat([pmask, rmask], 1)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    return model(input_ids=full, attention_mask=mask, position_ids=pos).logits[:, n_prompt - 1 : n_prompt - 1 + width]

@@ -6,11 +6,17 @@ rows at once: gather the allowed token ids of each row's state, score them
 (:meth:`PlannerRunner.allowed_logits`), log-softmax over the allowed slots only (the constrained,
 renormalised distribution, at the sampling temperature), choose slots, look up next states. A
 finished row sits in its grammar's sink and emits pad with log-probability 0.
+
+Continuous batching: when rows (sampling) or beam groups finish, a ``spawn`` callback may return
+new ones (the branch rows of a finished head row); they are prefilled and join the running batch
+(:meth:`PlannerRunner.add_rows`) instead of waiting for the whole batch to finish, so decoder
+passes stay full.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -18,6 +24,10 @@ from constrained_decoding.grammar import PlanGrammar, StateTables
 from constrained_decoding.runner import PlannerRunner
 
 RowStart = tuple[PlanGrammar, int]  # a grammar and one of its (local) start states
+BeamGroup = tuple[int, RowStart, int]  # a prompt index, a start and a beam width
+Hyps = list[tuple[tuple[int, ...], float]]  # finished rows (token ids) and their scores, best first
+SampleSpawn = Callable[[list[tuple[int, tuple[int, ...]]]], Sequence[tuple[int, RowStart]]]
+BeamSpawn = Callable[[list[tuple[int, Hyps]]], Sequence[BeamGroup]]
 
 
 def _slot_logprobs(runner: PlannerRunner, tables: StateTables, feats: torch.Tensor, state: torch.Tensor,
@@ -30,8 +40,11 @@ def _slot_logprobs(runner: PlannerRunner, tables: StateTables, feats: torch.Tens
     return z.log_softmax(-1), idx
 
 
-def _open(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int], starts: Sequence[RowStart]):
-    """Prefill the rows (identical rows once, then copied) and return prefixes, states, features."""
+def _open(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int], starts: Sequence[RowStart],
+          join: bool = False):
+    """Prefill the rows (identical rows once, then copied) and return prefixes, states, features.
+
+    ``join``: the rows join the running batch (after its rows) instead of starting a new one."""
     keys = [(p, tables.offset[g] + s) for p, (g, s) in zip(prompt_idx, starts)]
     first: dict[tuple[int, int], int] = {}
     uniq_prompt, uniq_pre, uniq_state = [], [], []
@@ -43,94 +56,206 @@ def _open(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int],
         uniq_prompt.append(k[0])
         uniq_pre.append(pre)
         uniq_state.append(end + tables.offset[g])
-    feats = runner.start(torch.as_tensor(uniq_prompt, dtype=torch.long), uniq_pre)
     dev = tables.allowed.device
     state = torch.as_tensor(uniq_state, dtype=torch.long, device=dev)
+    expand = None
     if len(first) < len(keys):
         expand = torch.as_tensor([first[k] for k in keys], dtype=torch.long, device=dev)
-        runner.select(expand)
-        feats, state = feats.index_select(0, expand.to(feats.device)), state.index_select(0, expand)
+        state = state.index_select(0, expand)
+    prompts = torch.as_tensor(uniq_prompt, dtype=torch.long)
+    if join:
+        feats = runner.add_rows(prompts, uniq_pre, copies=expand)
+    else:
+        feats = runner.start(prompts, uniq_pre)
+        if expand is not None:
+            runner.select(expand)
+            feats = feats.index_select(0, expand.to(feats.device))
     prefixes = [uniq_pre[first[k]] for k in keys]
     return prefixes, state, feats
 
 
+JOIN_PATIENCE = 2
+"""Steps new rows may wait to join the batch together with later ones (each join costs a pass)."""
+
+
+class _Waiting:
+    """New rows waiting to join the running batch. Joining costs a prefill pass and a copy of the
+    batch's cache, so rows that arrive a step or two apart join together: they join once they are
+    a quarter of the running rows, once the first has waited ``JOIN_PATIENCE`` steps, or when no
+    other row runs."""
+
+    def __init__(self, size: Callable[[object], int]):
+        self.size, self.items, self.waited = size, [], 0
+
+    def add(self, items: Sequence) -> None:
+        if items and not self.items:
+            self.waited = 0
+        self.items += list(items)
+
+    def take(self, running: int) -> list:
+        """The rows to join now (and forget), given how many rows are running; else [] (one call per step)."""
+        if not self.items:
+            return []
+        if 4 * sum(self.size(x) for x in self.items) < running and self.waited < JOIN_PATIENCE:
+            self.waited += 1
+            return []
+        items, self.items = self.items, []
+        return items
+
+
 def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int], starts: Sequence[RowStart],
-                temperature: float, generator: torch.Generator) -> tuple[list[tuple[int, ...]], list[float]]:
+                temperature: float, generator: torch.Generator,
+                spawn: SampleSpawn | None = None) -> tuple[list[tuple[int, ...]], list[float]]:
     """One sample per row from the constrained distribution: token ids and log-probabilities.
 
-    Finished rows leave the batch once they are a quarter of it (rows differ in length)."""
-    prefixes, state, feats = _open(runner, tables, prompt_idx, starts)
+    ``spawn(finished)``, called with ``(row, tokens)`` of the rows that have just finished, returns
+    new rows ``(prompt index, start)``: they join the running batch (see :class:`_Waiting`) and are
+    numbered after the rows so far, in spawn order; the result covers them too. Finished rows
+    leave the batch once they are a quarter of it (rows differ in length), or when rows join."""
+    rows, state, feats = _open(runner, tables, prompt_idx, starts)
+    rows = [list(p) for p in rows]
     dev = state.device
     logp = torch.zeros(len(starts), device=dev)
     alive = torch.arange(len(starts), device=dev)  # the row each batch position holds
-    steps: list[tuple[torch.Tensor, torch.Tensor]] = []
+    was_done = torch.zeros(len(starts), dtype=torch.bool, device=dev)  # (a row can start finished)
+    waiting = _Waiting(lambda row: 1)
     while True:
         lp, idx = _slot_logprobs(runner, tables, feats, state, temperature)
         slot = torch.multinomial(lp.exp(), 1, generator=generator)
         tok = idx.gather(1, slot).squeeze(1)
         logp.index_add_(0, alive, lp.gather(1, slot).squeeze(1))
         active = ~tables.final[state]
-        steps.append((alive[active], tok[active]))
+        for r, t in zip(alive[active].tolist(), tok[active].tolist()):
+            rows[r].append(t)
         state = tables.next_state[state, slot.squeeze(1)]
         done = tables.final[state]
+        if spawn is not None:
+            ended = alive[done & ~was_done].tolist()
+            if ended:
+                waiting.add(spawn([(r, tuple(rows[r])) for r in ended]))
         n_done = int(done.sum())
-        if n_done == len(done):
+        new = waiting.take(len(done) - n_done)
+        if n_done == len(done) and not new:
             break
-        if 4 * n_done >= len(done):
+        if 4 * n_done >= len(done) or (new and n_done):  # (joining rows copies the batch anyway)
             keep = torch.nonzero(~done).squeeze(1)
             runner.select(keep)
-            state, tok, alive = state[keep], tok[keep], alive[keep]
-        feats = runner.step(tok)
-    rows = [list(p) for p in prefixes]
-    for who, toks in steps:
-        for r, t in zip(who.tolist(), toks.tolist()):
-            rows[r].append(t)
+            state, tok, alive, done = state[keep], tok[keep], alive[keep], done[keep]
+        was_done = done
+        feats = runner.step(tok) if len(alive) else None
+        if new:
+            pre, new_state, new_feats = _open(runner, tables, [p for p, _ in new], [s for _, s in new], join=True)
+            rows += [list(q) for q in pre]
+            alive = torch.cat([alive, torch.arange(len(logp), len(rows), device=dev)])
+            logp = torch.cat([logp, logp.new_zeros(len(new))])
+            state = torch.cat([state, new_state])
+            was_done = torch.cat([was_done, was_done.new_zeros(len(new))])
+            feats = new_feats if feats is None else torch.cat([feats, new_feats])
     return [tuple(r) for r in rows], logp.tolist()
 
 
-def beam_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int], starts: Sequence[RowStart],
-              width: int) -> list[list[tuple[tuple[int, ...], float]]]:
-    """Beam search of ``width`` per group (one group per start): finished rows, best first.
+def beam_rows(runner: PlannerRunner, tables: StateTables, groups: Sequence[BeamGroup],
+              spawn: BeamSpawn | None = None) -> list[Hyps]:
+    """Beam search, one group per ``(prompt index, start, width)``: each group's finished rows, best first.
 
     Scores are constrained log-probabilities (temperature 1). Finished hypotheses keep their
     score and their slot; fewer than ``width`` are returned when the grammar has fewer rows. A
-    group leaves the batch when all its beams have finished."""
-    groups = len(starts)
-    rep = [i for i in range(groups) for _ in range(width)]
-    prefixes, state, feats = _open(runner, tables, [prompt_idx[i] for i in rep], [starts[i] for i in rep])
-    dev = state.device
-    score = torch.full((groups, width), float("-inf"), device=dev)
-    score[:, 0] = 0.0
-    score = score.view(-1)
-    seq = torch.zeros((groups * width, 0), dtype=torch.long, device=dev)
-    length = torch.zeros(groups * width, dtype=torch.long, device=dev)
-    gid = torch.arange(groups, device=dev)  # the group each block of ``width`` rows belongs to
-    out: list[list[tuple[tuple[int, ...], float]]] = [[] for _ in range(groups)]
+    group leaves the batch when all its beams have finished; ``spawn(finished)``, called with
+    ``(group, hypotheses)`` of the groups that have just finished, returns new groups: they join
+    the running batch (see :class:`_Waiting`) and are numbered after the groups so far, in spawn
+    order.
+
+    A group's beams are contiguous rows; groups of different widths are searched together on a
+    view padded to the widest group (padding scores -inf, picks beyond a group's width dropped)."""
+    out: list[Hyps] = []
+    prefix: list[tuple[int, ...]] = []  # per group: its forced prefix
+    born: list[int] = []  # per group: the column of ``seq`` holding its first token
+    width: list[int] = []  # per group
+    gid: list[int] = []  # the groups in the batch, in row order
+    dev = tables.allowed.device
+    state, length = torch.zeros(0, dtype=torch.long, device=dev), torch.zeros(0, dtype=torch.long, device=dev)
+    score, seq = torch.zeros(0, device=dev), torch.zeros((0, 0), dtype=torch.long, device=dev)
+    feats: torch.Tensor | None = None
+
+    def join(new: Sequence[BeamGroup]) -> None:
+        nonlocal state, score, length, seq, feats
+        rep = [(p, s) for p, s, w in new for _ in range(w)]
+        pre, new_state, new_feats = _open(runner, tables, [p for p, _ in rep], [s for _, s in rep], join=bool(gid))
+        first = 0
+        for _, _, w in new:
+            gid.append(len(out))
+            out.append([])
+            prefix.append(tuple(pre[first]))
+            born.append(seq.shape[1])
+            width.append(w)
+            first += w
+        new_score = torch.full((len(rep),), float("-inf"), device=dev)
+        new_score[torch.as_tensor([0, *itertools.accumulate(w for _, _, w in new)][:-1], device=dev)] = 0.0
+        state = torch.cat([state, new_state])
+        score = torch.cat([score, new_score])
+        length = torch.cat([length, torch.zeros(len(rep), dtype=torch.long, device=dev)])
+        seq = torch.cat([seq, seq.new_zeros((len(rep), seq.shape[1]))])
+        feats = new_feats if feats is None else torch.cat([feats, new_feats])
+
+    join(groups)
+    waiting = _Waiting(lambda group: group[2])
     while True:
-        n = len(gid)
+        widths = [width[g] for g in gid]
+        n, w = len(gid), max(widths)
         lp, idx = _slot_logprobs(runner, tables, feats, state, 1.0)
         d = lp.shape[1]
-        val, pos = (score.unsqueeze(1) + lp).view(n, width * d).topk(width, dim=1)
-        src = ((torch.arange(n, device=dev) * width).unsqueeze(1) + torch.div(pos, d, rounding_mode="floor")).view(-1)
-        slot = (pos % d).view(-1)
+        cand = score.unsqueeze(1) + lp
+        if min(widths) == w:  # one width: the rows are an [n, w] grid
+            val, pos = cand.view(n, w * d).topk(w, dim=1)
+            src = ((torch.arange(n, device=dev) * w).unsqueeze(1) + torch.div(pos, d, rounding_mode="floor")).view(-1)
+            val, slot = val.view(-1), (pos % d).view(-1)
+            in_group = None
+        else:  # row j of group i at grid[i, j]; missing rows repeat the group's first row, scored -inf
+            first = torch.as_tensor([0, *itertools.accumulate(widths)][:-1], device=dev)
+            in_group = torch.arange(w, device=dev) < torch.as_tensor(widths, device=dev).unsqueeze(1)
+            grid = first.unsqueeze(1) + torch.arange(w, device=dev) * in_group
+            cand = cand[grid].masked_fill(~in_group.unsqueeze(2), float("-inf"))
+            val, pos = cand.view(n, w * d).topk(w, dim=1)
+            src = grid.gather(1, torch.div(pos, d, rounding_mode="floor"))[in_group]
+            val, slot = val[in_group], (pos % d)[in_group]
         tok = idx[src, slot]
         length = length[src] + (~tables.final[state[src]]).long()
         state = tables.next_state[state[src], slot]
-        score = val.view(-1)
+        score = val
         seq = torch.cat([seq[src], tok.unsqueeze(1)], 1)
-        done = tables.final[state].view(n, width).all(1)
-        if bool(done.any()):
-            for g in torch.nonzero(done).squeeze(1).tolist():
-                rows = slice(g * width, (g + 1) * width)
-                pre = tuple(prefixes[int(gid[g]) * width])
-                hyps = zip(seq[rows].tolist(), length[rows].tolist(), score[rows].tolist())
-                out[int(gid[g])] = [(pre + tuple(q[:k]), sc) for q, k, sc in hyps if sc != float("-inf")]
-            if bool(done.all()):
-                return out
-            keep = (torch.nonzero(~done) * width + torch.arange(width, device=dev)).view(-1)
-            gid = gid[~done]
-            src, tok, state, score, seq, length = src[keep], tok[keep], state[keep], score[keep], seq[keep], length[keep]
-            runner.select(src)
+        fin = tables.final[state]
+        if in_group is None:
+            done = fin.view(n, w).all(1)
         else:
+            done = (fin[grid] | ~in_group).all(1)
+        any_done = bool(done.any())
+        if not any_done and not waiting.items:
             runner.select(src, same_prompt=True)
-        feats = runner.step(tok)
+            feats = runner.step(tok)
+            continue
+        finished, first_row = [], 0
+        keep_rows: list[int] = []
+        for i, (g, gw) in enumerate(zip(gid, widths)):
+            rows = range(first_row, first_row + gw)
+            first_row += gw
+            if not bool(done[i]):
+                keep_rows += rows
+                continue
+            hyps = zip(seq[rows.start : rows.stop].tolist(), length[rows.start : rows.stop].tolist(),
+                       score[rows.start : rows.stop].tolist())
+            b = born[g]
+            out[g] = [(prefix[g] + tuple(q[b : b + k]), sc) for q, k, sc in hyps if sc != float("-inf")]
+            finished.append((g, out[g]))
+        if spawn is not None and finished:
+            waiting.add(spawn(finished))
+        gid = [g for i, g in enumerate(gid) if not bool(done[i])]
+        new = waiting.take(sum(width[g] for g in gid))
+        if not gid and not new:
+            return out
+        if any_done:
+            keep = torch.as_tensor(keep_rows, dtype=torch.long, device=dev)
+            src, tok, state, score, seq, length = src[keep], tok[keep], state[keep], score[keep], seq[keep], length[keep]
+        runner.select(src, same_prompt=not any_done)
+        feats = runner.step(tok) if gid else None
+        if new:
+            join(new)

@@ -22,6 +22,7 @@ import torch
 LATEST = "latest"
 STATE_FILE = "trainer_state.pt"
 MODEL_DIR = "planner"
+ENGINE_DIR = "deepspeed"
 
 
 def rng_state() -> dict[str, Any]:
@@ -37,15 +38,21 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(run_dir: Path, step: int, planner, state: dict[str, Any], keep: int = 2) -> Path:
-    """Write ``checkpoint-<step>`` atomically, point ``latest`` at it, keep the newest ``keep``."""
+def save_checkpoint(run_dir: Path, step: int, planner, state: dict[str, Any], keep: int = 2,
+                    model_state: dict | None = None, extra_dirs: dict[str, Path] | None = None) -> Path:
+    """Write ``checkpoint-<step>`` atomically, point ``latest`` at it, keep the newest ``keep``.
+
+    ``model_state``: the full weights when the planner's parameters are sharded; ``extra_dirs``:
+    folders written beforehand (a DeepSpeed engine's partitions) moved in under the given names."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / f"checkpoint-{step}"
     tmp = Path(tempfile.mkdtemp(prefix=f".checkpoint-{step}-", dir=run_dir))
     try:
-        planner.save_pretrained(tmp / MODEL_DIR)
+        planner.save_pretrained(tmp / MODEL_DIR, state_dict=model_state)
         torch.save({**state, "step": step}, tmp / STATE_FILE)
+        for name, src in (extra_dirs or {}).items():
+            os.replace(src, tmp / name)
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)

@@ -97,9 +97,10 @@ def _launch_lines(cfg: RunConfig) -> list[str]:
     world = env.get("WORLD_SIZE") or env.get("ACCELERATE_NUM_PROCESSES") or "1"
     precision = env.get("ACCELERATE_MIXED_PRECISION", "no")
     if env.get("ACCELERATE_USE_FSDP", "").lower() == "true":
-        dist = "FSDP"
+        version = env.get("FSDP_VERSION", "1")
+        dist = "FSDP2 (rltf shards each transformer block with fully_shard)" if version == "2" else "FSDP"
     elif env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
-        dist = "DeepSpeed"
+        dist = f"DeepSpeed ZeRO-{env.get('ACCELERATE_DEEPSPEED_ZERO_STAGE', '?')}"
     elif int(world) > 1:
         dist = "data parallel (DDP)"
     else:
@@ -113,9 +114,12 @@ def _launch_lines(cfg: RunConfig) -> list[str]:
     launched = "accelerate launch" if "ACCELERATE_MIXED_PRECISION" in env or "LOCAL_RANK" in env else "plain python"
     lines = [f"launch      {launched}: {world} process(es), {dist}, mixed precision {precision}; "
              f"{gpus} CUDA GPU(s) visible here"]
-    if dist in ("FSDP", "DeepSpeed"):
-        lines.append(f"            note: the RLTF trainer averages gradients itself; {dist} sharding is not "
-                     "supported by train/rltf.py yet (configs/accelerate/ddp.yaml is)")
+    if dist == "FSDP":
+        lines.append("            problem: the trainer shards with FSDP2 only: set fsdp_version: 2 in the accelerate "
+                     "config (configs/accelerate/fsdp.yaml)")
+    if dist == "DeepSpeed ZeRO-3":
+        lines.append("            problem: ZeRO-3 shards parameters the decoder needs whole; use zero_stage 2 "
+                     "(configs/accelerate/deepspeed-zero2.yaml) or FSDP (configs/accelerate/fsdp.yaml)")
     if cfg.rltf.tasks_per_batch % int(world):
         lines.append(f"            problem: rltf.tasks_per_batch={cfg.rltf.tasks_per_batch} is not divisible by "
                      f"{world} processes; the trainer will refuse to start")

@@ -8,6 +8,7 @@ finished: the zero/few-shot results, the fine-tuned planner, the newest RLTF che
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 
@@ -20,6 +21,7 @@ from envs.openagi.lite import build_lite_registry
 from envs.openagi.split import load_split
 from rltf import evaluate as ev
 from rltf.config import RunConfig, config_to_yaml, save_config
+from rltf.distributed import shard_planner, sharding_for
 from rltf.planner import Planner, load_planner
 from rltf.sft import supervised_finetune
 from rltf.tracking import Tracker, plot_rewards, write_json
@@ -68,11 +70,7 @@ def make_envs(cfg: RunConfig, accelerator: Accelerator | None = None) -> tuple[O
 def run(cfg: RunConfig) -> dict:
     t_start = time.perf_counter()
     acc = Accelerator()
-    if acc.distributed_type.name in ("FSDP", "DEEPSPEED"):
-        raise NotImplementedError(
-            f"accelerate distributed_type {acc.distributed_type.name}: the RLTF trainer averages gradients itself "
-            "(rltf/optim.py) and does not shard parameters yet; launch with configs/accelerate/ddp.yaml "
-            "(or LoRA / QLoRA to fit a large planner on each GPU)")
+    sharding = sharding_for(acc)
     set_seed(cfg.seed)
     run_dir = cfg.run_dir
     if acc.is_main_process:
@@ -90,7 +88,9 @@ def run(cfg: RunConfig) -> dict:
     planner = load_planner(cfg.planner)
     planner.model.to(acc.device)
     _log(acc, f"planner: {planner.source} ({planner.arch}, "
-              f"{sum(p.numel() for p in planner.model.parameters()) / 1e6:.2f}M parameters)")
+              f"{sum(p.numel() for p in planner.model.parameters()) / 1e6:.2f}M parameters, {sharding.kind})")
+    shard_planner(planner.model, sharding)
+    gathered = functools.partial(sharding.gathered, planner.model)  # decoding needs every parameter
     tracker = Tracker(cfg.logging.report_to, run_dir, cfg.run_name, json.loads(json.dumps(_plain(cfg))),
                       cfg.logging.wandb_project, enabled=acc.is_main_process)
 
@@ -109,12 +109,10 @@ def run(cfg: RunConfig) -> dict:
             results[name] = ev.SchemaResult(name, {int(k): v for k, v in d["plans"].items()},
                                             {int(k): v for k, v in d["scores"].items()})
     elif free_form:
-        if "zero" in want:
-            results["zero"] = ev.free_form_schema("zero", planner, eval_env, eval_tasks, [],
-                                                  cfg.planner.max_plan_tokens)
-        if "few" in want:
-            results["few"] = ev.free_form_schema("few", planner, eval_env, eval_tasks, examples,
-                                                 cfg.planner.max_plan_tokens)
+        with gathered():
+            free = {k: ev.free_form_schema(k, planner, eval_env, eval_tasks, [] if k == "zero" else examples,
+                                           cfg.planner.max_plan_tokens) for k in ("zero", "few") if k in want}
+        results.update(free)
         if acc.is_main_process:
             write_json(initial_file, {k: {"plans": v.plans, "scores": v.scores} for k, v in results.items()})
     for k in ("zero", "few"):
@@ -125,32 +123,36 @@ def run(cfg: RunConfig) -> dict:
     sft_dir = run_dir / "sft"
     if cfg.sft.enabled:
         if cfg.resume and (sft_dir / "rltf_planner.json").exists():
-            planner.model.load_state_dict(Planner.from_pretrained(sft_dir).model.state_dict())
+            sharding.load_full_state_dict(planner.model, Planner.from_pretrained(sft_dir).model.state_dict())
             _log(acc, f"fine-tuned planner reloaded from {sft_dir}")
         else:
             hist = supervised_finetune(planner, train_env, train_tasks, epochs=cfg.sft.epochs, lr=cfg.sft.lr,
                                        batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=acc,
-                                       progress=cfg.logging.progress_bar)
+                                       progress=cfg.logging.progress_bar, sharding=sharding)
+            weights = sharding.full_state_dict(planner.model)  # every process takes part when sharded
             if acc.is_main_process:
-                planner.save_pretrained(sft_dir)
+                planner.save_pretrained(sft_dir, state_dict=weights)
                 write_json(run_dir / "sft_history.json", hist)
             acc.wait_for_everyone()
     if "finetuned" in want:
-        results["finetuned"] = ev.constrained_schema("finetuned", planner, eval_env, eval_tasks,
-                                                     cfg.eval.num_beams)
+        with gathered():
+            results["finetuned"] = ev.constrained_schema("finetuned", planner, eval_env, eval_tasks,
+                                                         cfg.eval.num_beams)
         _log(acc, f"fine-tuned {results['finetuned'].overall:.4f}")
 
     # -- RLTF
     def periodic_eval(p: Planner) -> dict[str, float]:
-        r = ev.constrained_schema("rltf", p, eval_env, held["validation"], cfg.eval.num_beams)
+        with gathered():
+            r = ev.constrained_schema("rltf", p, eval_env, held["validation"], cfg.eval.num_beams)
         return {"eval/validation/score": r.overall}
 
-    trainer = RLTFTrainer(cfg, planner, train_env, acc, tracker, periodic_eval)
+    trainer = RLTFTrainer(cfg, planner, train_env, acc, tracker, periodic_eval, sharding)
     if cfg.resume and trainer.resume():
         _log(acc, f"resumed RLTF at step {trainer.step}")
     history = trainer.train()
     if "rltf" in want:
-        results["rltf"] = ev.constrained_schema("rltf", planner, eval_env, eval_tasks, cfg.eval.num_beams)
+        with gathered():
+            results["rltf"] = ev.constrained_schema("rltf", planner, eval_env, eval_tasks, cfg.eval.num_beams)
 
     # -- bounds and the table
     if "reference" in want:

@@ -99,15 +99,19 @@ class Planner:
 
         return format_prompt(description, self.is_encoder_decoder)
 
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+    def save_pretrained(self, directory: str | os.PathLike, state_dict: dict | None = None) -> Path:
         """Write the model (or only the LoRA adapter), the tokenizer and ``rltf_planner.json``.
 
         An adapter's base is recorded (hub id or absolute directory) and adapters merged into
         the base before it are copied under ``merged_adapters/``, so the folder reloads on its
-        own as long as the base model is reachable. Call on the unwrapped model (not DDP)."""
+        own as long as the base model is reachable. Call on the unwrapped model (not DDP);
+        ``state_dict``: the full weights of a sharded model (:meth:`Sharding.full_state_dict`)."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(out)
+        if state_dict is None:
+            self.model.save_pretrained(out)
+        else:
+            self.model.save_pretrained(out, state_dict=state_dict)
         self.tokenizer.save_pretrained(out)
         merged: list[str] = []
         if self.is_peft:

@@ -17,17 +17,23 @@ from tqdm.auto import tqdm
 from constrained_decoding.score import score_plans
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.tasks import Task
-from rltf.optim import clip_and_step, make_optimizer
+from rltf.distributed import Sharding
+from rltf.optim import make_optimizer
 
 
 def supervised_finetune(planner, env: OpenAGIEnv, tasks: Sequence[Task], *, epochs: int, lr: float,
                         batch_size: int, seed: int, accelerator, max_grad_norm: float = 1.0,
-                        progress: bool = True) -> list[dict]:
-    """Fit the reference plans of ``tasks``; returns one row of metrics per epoch."""
+                        progress: bool = True, sharding: Sharding | None = None) -> list[dict]:
+    """Fit the reference plans of ``tasks``; returns one row of metrics per epoch.
+
+    Each process takes its share of every batch; a last batch with fewer tasks than processes
+    is skipped (every process must run the same number of steps)."""
+    sharding = sharding or Sharding("replicated", accelerator)
     model = planner.model
     tasks = list(tasks)
     steps_per_epoch = -(-len(tasks) // batch_size)
-    optimizer, scheduler = make_optimizer(model, lr, epochs * steps_per_epoch)
+    optimizer, scheduler = sharding.prepare(model, *make_optimizer(model, lr, epochs * steps_per_epoch),
+                                            max_grad_norm)
     rank, world = accelerator.process_index, accelerator.num_processes
     history = []
     model.eval()  # no dropout: the same function that sampling and scoring use
@@ -36,17 +42,20 @@ def supervised_finetune(planner, env: OpenAGIEnv, tasks: Sequence[Task], *, epoc
         order = np.random.default_rng([seed, epoch]).permutation(len(tasks))
         losses = []
         for start in range(0, len(tasks), batch_size):
+            if len(order[start : start + batch_size]) < world:
+                continue
             batch = [tasks[i] for i in order[start : start + batch_size]][rank::world]
             with accelerator.autocast():
                 logp = score_plans(model, planner.tokenizer,
                                    [t.description for t in batch],
                                    [(t.inputs, t.target) for t in batch], [t.reference_plan for t in batch],
-                                   registry=env.registry, limits=env.limits)
+                                   registry=env.registry, limits=env.limits, through_forward=sharding.sharded)
             loss = -logp.mean()
-            accelerator.backward(loss)
-            clip_and_step(accelerator, model, optimizer, scheduler, max_grad_norm)
+            sharding.backward(loss)
+            sharding.clip_and_step(model, optimizer, scheduler, max_grad_norm)
             losses.append(float(loss.detach()))
         row = {"epoch": epoch, "sft/nll": float(np.mean(losses))}
         history.append(row)
         bar.set_postfix(nll=f"{row['sft/nll']:.3f}")
+    sharding.release()
     return history

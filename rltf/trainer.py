@@ -11,7 +11,8 @@ One step, top to bottom (:meth:`RLTFTrainer.train_step`):
    −c_KL·(log π_c(plan) − log π_ref(plan)) to the initial policy;
 5. loss = −mean(A · log π_c(plan)), where log π_c is recomputed teacher-forced WITH gradients
    under the same grammar masks and temperature the sampler used;
-6. backward, average gradients over processes, clip, step.
+6. backward, average gradients over processes, clip, step (:class:`rltf.distributed.Sharding`:
+   replicated parameters are averaged explicitly; FSDP reduce-scatters them itself).
 
 Everything random in a step is a pure function of ``(seed, step, process)``, so a run resumed
 from a checkpoint continues exactly as the uninterrupted run would have.
@@ -32,9 +33,10 @@ from constrained_decoding.decode import sample_plans
 from constrained_decoding.score import score_plans
 from envs.openagi.env import OpenAGIEnv
 from rltf.baselines import Baseline, normalize
-from rltf.checkpoint import MODEL_DIR, latest_checkpoint, load_state, save_checkpoint
+from rltf.checkpoint import ENGINE_DIR, MODEL_DIR, latest_checkpoint, load_state, save_checkpoint
 from rltf.config import RunConfig
-from rltf.optim import clip_and_step, make_optimizer
+from rltf.distributed import Sharding
+from rltf.optim import make_optimizer
 from rltf.planner import Planner, ReferencePolicy
 
 
@@ -52,13 +54,21 @@ class StepBatch:
 
 class RLTFTrainer:
     def __init__(self, cfg: RunConfig, planner: Planner, env: OpenAGIEnv, accelerator,
-                 tracker=None, evaluate: Callable[[Planner], dict[str, float]] | None = None):
+                 tracker=None, evaluate: Callable[[Planner], dict[str, float]] | None = None,
+                 sharding: Sharding | None = None):
         self.cfg, self.rl = cfg, cfg.rltf
         self.planner, self.env, self.acc = planner, env, accelerator
+        self.sharding = sharding or Sharding("replicated", accelerator)
+        if self.sharding.sharded and self.rl.kl_coef > 0 and not planner.is_peft:
+            raise ValueError(f"rltf.kl_coef={self.rl.kl_coef} with a sharded full-model planner: the reference "
+                             "policy would be a second sharded copy; use LoRA (its reference is the adapter-"
+                             "disabled model) or rltf.kl_coef=0")
         self.tracker, self.evaluate = tracker, evaluate
         self.model = planner.model
-        self.optimizer, self.scheduler = make_optimizer(self.model, self.rl.lr, self.rl.steps,
-                                                        self.rl.warmup_steps, self.rl.lr_schedule)
+        optimizer, scheduler = make_optimizer(self.model, self.rl.lr, self.rl.steps, self.rl.warmup_steps,
+                                              self.rl.lr_schedule)
+        self.optimizer, self.scheduler = self.sharding.prepare(self.model, optimizer, scheduler,
+                                                               self.rl.max_grad_norm)
         self.baseline = Baseline(self.rl.baseline, self.rl.baseline_decay)
         self.reference = ReferencePolicy(planner) if self.rl.kl_coef > 0 else None
         self.train_ids = [t.id for t in env.tasks()]
@@ -83,8 +93,9 @@ class RLTFTrainer:
 
         # 2. K plans per task sampled from the constrained policy
         self.model.eval()  # no dropout: sampling and scoring evaluate the same function
-        decoded = sample_plans(self.model, self.planner.tokenizer, prompts, sigs, rl.k_samples, rl.temperature,
-                               registry=env.registry, limits=env.limits, generator=gen)
+        with self.sharding.gathered(self.model):
+            decoded = sample_plans(self.model, self.planner.tokenizer, prompts, sigs, rl.k_samples, rl.temperature,
+                                   registry=env.registry, limits=env.limits, generator=gen)
         flat = [(t, p, s, d) for t, p, s, ds in zip(tasks, prompts, sigs, decoded) for d in ds]
 
         # 3. rewards from executing the plans
@@ -102,14 +113,15 @@ class RLTFTrainer:
         with acc.autocast():
             logp = score_plans(self.model, self.planner.tokenizer, [p for _, p, _, _ in flat],
                                [s for _, _, s, _ in flat], [d.plan for *_, d in flat], rl.temperature,
-                               registry=env.registry, limits=env.limits)
+                               registry=env.registry, limits=env.limits, through_forward=self.sharding.sharded)
         logp_d = logp.detach().float().cpu()
         kl = torch.zeros_like(logp_d)
         if self.reference is not None:
             with self.reference() as ref_model, torch.no_grad():
                 ref_lp = score_plans(ref_model, self.planner.tokenizer, [p for _, p, _, _ in flat],
                                      [s for _, _, s, _ in flat], [d.plan for *_, d in flat], rl.temperature,
-                                     registry=env.registry, limits=env.limits).float().cpu()
+                                     registry=env.registry, limits=env.limits,
+                                     through_forward=self.sharding.sharded).float().cpu()
             kl = logp_d - ref_lp
         shaped = adv - rl.entropy_coef * logp_d - rl.kl_coef * kl
         if rl.normalize_rewards:
@@ -117,8 +129,8 @@ class RLTFTrainer:
         loss = -(shaped.to(logp.device) * logp).mean()
 
         # 6. update
-        acc.backward(loss)
-        grad_norm = clip_and_step(acc, self.model, self.optimizer, self.scheduler, rl.max_grad_norm)
+        self.sharding.backward(loss)
+        grad_norm = self.sharding.clip_and_step(self.model, self.optimizer, self.scheduler, rl.max_grad_norm)
         self.step += 1
         self.last_batch = StepBatch([t.id for t, *_ in flat], [d.text for *_, d in flat], rewards,
                                     shaped.numpy(), [s for _, _, s, _ in flat], [p for _, p, _, _ in flat])
@@ -171,12 +183,19 @@ class RLTFTrainer:
 
     # ---------------------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "baseline": self.baseline.state_dict(), "history": self.history}
+        """Everything but the model (collective under FSDP: call on every process)."""
+        return {"optimizer": self.sharding.optimizer_state_dict(self.model, self.optimizer),
+                "scheduler": self.scheduler.state_dict(), "baseline": self.baseline.state_dict(),
+                "history": self.history, "sharding": self.sharding.kind}
 
     def save(self) -> None:
+        weights = self.sharding.full_state_dict(self.model)  # gathered by every process when sharded
+        state = self.state_dict()
+        engine = self.sharding.save_engine(self.cfg.run_dir / "rltf" / f".engine-{self.step}")  # DeepSpeed
+        self.acc.wait_for_everyone()
         if self.acc.is_main_process:
-            save_checkpoint(self.cfg.run_dir / "rltf", self.step, self.planner, self.state_dict())
+            save_checkpoint(self.cfg.run_dir / "rltf", self.step, self.planner, state, model_state=weights,
+                            extra_dirs={ENGINE_DIR: engine} if engine else None)
         self.acc.wait_for_everyone()
 
     def resume(self) -> bool:
@@ -184,10 +203,15 @@ class RLTFTrainer:
         ckpt = latest_checkpoint(self.cfg.run_dir / "rltf")
         if ckpt is None:
             return False
-        reloaded = Planner.from_pretrained(ckpt / MODEL_DIR)
-        self.model.load_state_dict(reloaded.model.state_dict())
         state = load_state(ckpt)
-        self.optimizer.load_state_dict(state["optimizer"])
+        saved = state.get("sharding", "replicated")
+        if saved != self.sharding.kind:
+            raise ValueError(f"{ckpt} was written by a {saved} run; this run is {self.sharding.kind}: its optimizer "
+                             f"state cannot be resumed here (start a new run from {ckpt / MODEL_DIR} instead)")
+        reloaded = Planner.from_pretrained(ckpt / MODEL_DIR)
+        self.sharding.load_full_state_dict(self.model, reloaded.model.state_dict())
+        self.sharding.load_optimizer_state_dict(self.model, self.optimizer, state["optimizer"])
+        self.sharding.load_engine(ckpt / ENGINE_DIR)
         self.scheduler.load_state_dict(state["scheduler"])
         self.baseline.load_state_dict(state["baseline"])
         self.history = state["history"]

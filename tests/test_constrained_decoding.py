@@ -204,6 +204,29 @@ def test_full_vocabulary_path_gives_the_same_numbers():
     assert [d.text for d in fast_drawn] == [d.text for d in slow_drawn]
 
 
+@pytest.mark.parametrize("name", ["t5-unigram", "llama-bpe", "lora-t5", "lora-llama"])
+@pytest.mark.parametrize("sig", [LINEAR, NONLINEAR], ids=["linear", "nonlinear"])
+def test_scoring_through_the_models_own_forward_gives_the_same_numbers(name, sig):
+    """The FSDP path (one call of the wrapper's ``forward``, full logits) equals the sub-module path,
+    gradients included."""
+    model, tok = planner(name)
+    plans = all_plans(sig)[:12]
+    n = len(plans)
+    model.eval()
+    kw = dict(registry=REG, limits=LIMITS, temperature=0.7)
+    sub = score_plans(model, tok, [PROMPT[sig]] * n, [sig] * n, plans, **kw)
+    top = score_plans(model, tok, [PROMPT[sig]] * n, [sig] * n, plans, through_forward=True, **kw)
+    assert torch.allclose(sub, top, atol=1e-5), (sub - top).abs().max()
+    params = [p for p in model.parameters() if p.requires_grad]
+    g_sub = torch.autograd.grad(sub.sum(), params, allow_unused=True)
+    g_top = torch.autograd.grad(top.sum(), params, allow_unused=True)
+    for a, b in zip(g_sub, g_top):
+        if a is None or b is None:
+            assert (a is None or not a.abs().sum()) and (b is None or not b.abs().sum())
+        else:
+            assert torch.allclose(a, b, atol=1e-5)
+
+
 def test_lora_on_the_output_layer_is_detected():
     from peft import LoraConfig, get_peft_model
 

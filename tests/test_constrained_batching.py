@@ -1,0 +1,133 @@
+"""Continuous batching: rows that join a running batch decode exactly as they would alone.
+
+:meth:`PlannerRunner.add_rows` merges freshly prefilled rows into a batch mid-decoding (left-padded
+caches and masks); beam search and sampling use it to start the branch rows of a nonlinear plan as
+soon as its head row has finished.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from constrained_decoding import runner as runner_mod
+from constrained_decoding.decode import beam_search_plans, sample_plans
+from constrained_decoding.score import score_plans
+from envs.openagi.plans import PlanLimits, check_plan
+from envs.openagi.registry import IMAGE, TEXT
+from tiny_models import bpe_tokenizer, small_registry, tiny_llama, tiny_t5, unigram_tokenizer
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+PROMPTS = ["Given noisy blurry image, how to return the caption in English step by step?",
+           "Given noisy image and clozed English query, how to answer the question in German step by step?",
+           "Given clozed English text, how to translate the text in German step by step?"]
+PLANNERS = {
+    "t5": lambda: (tiny_t5(unigram_tokenizer(), seed=1), unigram_tokenizer()),
+    "llama": lambda: (tiny_llama(bpe_tokenizer(), seed=2), bpe_tokenizer()),
+}
+
+
+def _rows(n: int, start: int) -> list[list[int]]:
+    return [[start + 7 * r + t for t in range(16)] for r in range(n)]
+
+
+@pytest.mark.parametrize("name", PLANNERS)
+@pytest.mark.parametrize("case", ["longer", "shorter", "unpadded"])
+def test_rows_added_mid_decoding_match_rows_decoded_alone(name, case):
+    """Running rows and joining rows (shorter or longer history; unpadded, maskless T5 rows) give the
+    features one teacher-forced pass of each row alone gives."""
+    model, tok = PLANNERS[name]()
+    r = runner_mod.PlannerRunner(model, tok, PROMPTS, pad_id=tok.pad_token_id)
+    first, later = _rows(3, 5), _rows(4, 40)
+    first_idx, later_idx = torch.tensor([0, 1, 2]), torch.tensor([2, 0, 1, 1])
+    first_pre = [[5, 6], [12], []] if case != "unpadded" else [[5], [12], [19]]
+    later_pre = {"longer": [[40, 41, 42, 43, 44, 45], [47], [54, 55, 56, 57], [61, 62, 63, 64, 65, 66, 67]],
+                 "shorter": [[], [47], [54], []],
+                 "unpadded": [[40, 41], [47, 48], [54, 55], [61, 62]]}[case]
+    with torch.no_grad():
+        want_first = r.teacher_force(first_idx, first)
+        want_later = r.teacher_force(later_idx, later)
+        pos = [len(p) for p in first_pre]
+        feats = r.start(first_idx, first_pre)
+        got: list[tuple[int, int, torch.Tensor]] = [(i, pos[i], feats[i]) for i in range(3)]
+        for _ in range(2):
+            feats = r.step(torch.tensor([first[i][pos[i]] for i in range(3)]))
+            pos = [p + 1 for p in pos]
+            got += [(i, pos[i], feats[i]) for i in range(3)]
+        joined = r.add_rows(later_idx, later_pre)
+        pos += [len(p) for p in later_pre]
+        rows = first + later
+        got += [(3 + i, pos[3 + i], joined[i]) for i in range(4)]
+        for _ in range(3):
+            feats = r.step(torch.tensor([rows[i][pos[i]] for i in range(7)]))
+            pos = [p + 1 for p in pos]
+            got += [(i, pos[i], feats[i]) for i in range(7)]
+        # rows leave (a finished group) and the rest keeps decoding
+        r.select(torch.tensor([1, 4, 6]))
+        keep = [1, 4, 6]
+        for _ in range(2):
+            feats = r.step(torch.tensor([rows[i][pos[i]] for i in keep]))
+            for j, i in enumerate(keep):
+                pos[i] += 1
+                got.append((i, pos[i], feats[j]))
+    for i, t, f in got:
+        want = want_first[i, t] if i < 3 else want_later[i - 3, t]
+        assert torch.allclose(f, want, atol=1e-5), (i, t, float((f - want).abs().max()))
+
+
+@pytest.mark.parametrize("name", PLANNERS)
+def test_rows_join_an_emptied_batch_and_copies(name):
+    """Joining a batch whose rows all left is a fresh start; ``copies`` repeats prefilled rows."""
+    model, tok = PLANNERS[name]()
+    r = runner_mod.PlannerRunner(model, tok, PROMPTS, pad_id=tok.pad_token_id)
+    rows = _rows(2, 30)
+    with torch.no_grad():
+        want = r.teacher_force(torch.tensor([1, 2, 1]), [rows[0], rows[1], rows[0]])
+        r.start(torch.tensor([0]), [[3, 4]])
+        r.select(torch.tensor([], dtype=torch.long))
+        feats = r.add_rows(torch.tensor([1, 2]), [[30, 31], [37]], copies=torch.tensor([0, 1, 0]))
+        assert torch.allclose(feats, torch.stack([want[0, 2], want[1, 1], want[2, 2]]), atol=1e-5)
+        feats = r.step(torch.tensor([32, 38, 32]))
+        assert torch.allclose(feats, torch.stack([want[0, 3], want[1, 2], want[2, 3]]), atol=1e-5)
+
+
+REG = small_registry()
+LIMITS = PlanLimits(max_tools=3, max_branch=2, max_tail=1)
+TASKS = [(PROMPTS[0], ((IMAGE,), TEXT)), (PROMPTS[1], ((IMAGE, TEXT), TEXT)), (PROMPTS[2], ((TEXT,), TEXT)),
+         ("Given clozed English document and clozed English query, how to answer the question in English step by "
+          "step?", ((TEXT, TEXT), TEXT))]
+
+
+@pytest.mark.parametrize("name", PLANNERS)
+def test_beam_search_of_a_mixed_batch_equals_each_prompt_alone(name):
+    """Branch groups join a batch of running head and linear groups (other widths, other prompts):
+    the same hypotheses and scores as each prompt searched alone."""
+    model, tok = PLANNERS[name]()
+    prompts, sigs = [p for p, _ in TASKS], [s for _, s in TASKS]
+    for beams, branch_beams in ((8, 2), (6, 1), (3, 3)):
+        together = beam_search_plans(model, tok, prompts, sigs, num_beams=beams, branch_beams=branch_beams,
+                                     registry=REG, limits=LIMITS)
+        for (p, s), got in zip(TASKS, together):
+            alone = beam_search_plans(model, tok, [p], [s], num_beams=beams, branch_beams=branch_beams,
+                                      registry=REG, limits=LIMITS)[0]
+            assert [d.text for d in got] == [d.text for d in alone]
+            assert max(abs(a.logprob - b.logprob) for a, b in zip(got, alone)) < 1e-5
+
+
+@pytest.mark.parametrize("name", PLANNERS)
+def test_sampled_mixed_batch_reports_the_scorers_log_probabilities(name):
+    """Branch rows joining mid-sampling: valid plans whose log-probabilities the scorer recomputes."""
+    model, tok = PLANNERS[name]()
+    prompts, sigs = [p for p, _ in TASKS], [s for _, s in TASKS]
+    drawn = sample_plans(model, tok, prompts, sigs, k=12, temperature=0.8, registry=REG, limits=LIMITS, seed=4)
+    flat = [(p, s, d) for (p, s), ds in zip(TASKS, drawn) for d in ds]
+    for _, s, d in flat:
+        check_plan(d.plan, REG, *s, LIMITS)
+        assert len(d.rows) == (1 if len(s[0]) == 1 else 1 + len(s[0]))  # head + one row per branch
+    with torch.no_grad():
+        want = score_plans(model, tok, [p for p, _, _ in flat], [s for _, s, _ in flat], [d.plan for _, _, d in flat],
+                           0.8, registry=REG, limits=LIMITS)
+    assert torch.allclose(torch.tensor([d.logprob for _, _, d in flat]), want.float(), atol=1e-4)
+    again = sample_plans(model, tok, prompts, sigs, k=12, temperature=0.8, registry=REG, limits=LIMITS, seed=4)
+    assert [[d.text for d in ds] for ds in again] == [[d.text for d in ds] for ds in drawn]
