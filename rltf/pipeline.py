@@ -85,7 +85,8 @@ def run(cfg: RunConfig) -> dict:
     train_tasks = train_env.tasks()
     examples = [train_tasks[i] for i in np.random.default_rng(cfg.seed).permutation(len(train_tasks))[:cfg.eval.few_shot_k]]
 
-    planner = load_planner(cfg.planner)
+    with acc.main_process_first():  # the embedded planner is built and saved once, by the main process
+        planner = load_planner(cfg.planner)
     planner.model.to(acc.device)
     _log(acc, f"planner: {planner.source} ({planner.arch}, "
               f"{sum(p.numel() for p in planner.model.parameters()) / 1e6:.2f}M parameters, {sharding.kind})")
