@@ -9,6 +9,13 @@ import pytest
 
 from envs.openagi.lite import text_data as td
 from envs.openagi.lite import text_experts as te
+from envs.openagi.lite.text.common import split_sentences
+from envs.openagi.lite.text.fill_mask import fill_mask
+from envs.openagi.lite.text.generation import GEN_WORDS, generate_text
+from envs.openagi.lite.text.ngram import language_model
+from envs.openagi.lite.text.qa import answer_questions
+from envs.openagi.lite.text.sentiment import sentiment
+from envs.openagi.lite.text.summarization import summarize
 from envs.openagi.metrics.text import (
     exact_match,
     normalize_answer,
@@ -32,7 +39,7 @@ def test_reviews_schema_and_balance():
     assert len({r.text for r in reviews}) == len(reviews)
     for r in reviews:
         assert r.label in td.SENTIMENTS and r.partition in td.PARTITIONS
-        assert 1 <= len(te.split_sentences(r.text)) <= 3, r.text
+        assert 1 <= len(split_sentences(r.text)) <= 3, r.text
     for part in td.PARTITIONS:
         labels = [r.label for r in td.reviews(part)]
         assert labels.count("positive") == labels.count("negative") > 0
@@ -45,10 +52,10 @@ def test_passages_schema_answers_are_spans():
     assert len(passages) >= 60
     assert len({p.id for p in passages}) == len(passages)
     for p in passages:
-        sentences = te.split_sentences(p.text)
+        sentences = split_sentences(p.text)
         assert 3 <= len(sentences) <= 6, p.id
         assert 2 <= len(p.questions) <= 3, p.id
-        assert len(te.split_sentences(p.summary)) == 1, p.id
+        assert len(split_sentences(p.summary)) == 1, p.id
         assert p.summary not in sentences, f"{p.id}: the summary copies a sentence"
         for q in p.questions:
             assert q.answer and q.answer in p.text, f"{p.id}: {q.answer!r} is not a span"
@@ -163,7 +170,7 @@ def test_fill_mask_leaves_unmasked_text_and_fills_with_a_real_word(registry):
     fill = registry.get("Fill Mask")
     plain = "The soup was hot, and the bread was fresh."
     assert fill([plain]) == [plain]
-    vocab = set(te.language_model().vocab)
+    vocab = set(language_model().vocab)
     for text in ("The food was [MASK] and the staff were friendly.", "[MASK] was the best film of the year.",
                  "We had a [MASK] time at the hotel, and the [MASK] was clean."):  # fmt: skip
         out = fill([text])[0]
@@ -177,9 +184,9 @@ def test_fill_mask_leaves_unmasked_text_and_fills_with_a_real_word(registry):
 
 def test_fill_mask_uses_both_contexts():
     # the same left context (a sentence start) with different right contexts gives different words
-    a, b = te.fill_mask(["[MASK] was the best film of the year.", "[MASK] is the capital of the region."])
+    a, b = fill_mask(["[MASK] was the best film of the year.", "[MASK] is the capital of the region."])
     assert a.split()[0] != b.split()[0]
-    assert te.fill_mask(["We waited an [MASK] for the bus."]) == ["We waited an hour for the bus."]
+    assert fill_mask(["We waited an [MASK] for the bus."]) == ["We waited an hour for the bus."]
 
 
 def test_text_generation_is_a_deterministic_continuation(registry):
@@ -191,7 +198,7 @@ def test_text_generation_is_a_deterministic_continuation(registry):
     for t, o in zip(texts, out):
         assert not t or not o.startswith(t)  # the continuation only, as with return_full_text=False
         n_new = len(re.findall(r"[A-Za-z0-9][\w'\-,.:]*", o))
-        assert te.GEN_WORDS[0] <= n_new <= te.GEN_WORDS[1], o
+        assert GEN_WORDS[0] <= n_new <= GEN_WORDS[1], o
         assert o.endswith(".")
 
 
@@ -200,13 +207,13 @@ def test_text_generation_misuse_makes_plans_worse():
     docs, qs, gold = zip(*samples)
 
     def f1(d, q):
-        return np.mean([token_f1(a, g) for a, g in zip(te.answer_questions(list(d), list(q)), gold)])
+        return np.mean([token_f1(a, g) for a, g in zip(answer_questions(list(d), list(q)), gold)])
 
-    assert f1(te.generate_text(docs), qs) < f1(docs, qs) - 0.3
+    assert f1(generate_text(docs), qs) < f1(docs, qs) - 0.3
     reviews = td.review_samples(60, 0)
     texts, labels = zip(*reviews)
-    acc = np.mean([p == y for p, y in zip(te.sentiment(list(texts)), labels)])
-    misused = np.mean([p == y for p, y in zip(te.sentiment(te.generate_text(texts)), labels)])
+    acc = np.mean([p == y for p, y in zip(sentiment(list(texts)), labels)])
+    misused = np.mean([p == y for p, y in zip(sentiment(generate_text(texts)), labels)])
     assert misused < acc - 0.05
 
 
@@ -221,7 +228,7 @@ def test_vader_gets_clear_cut_reviews_right(registry):
 
 def test_sentiment_accuracy_on_task_reviews():
     samples = td.review_samples(120, 0)
-    preds = te.sentiment([x for x, _ in samples])
+    preds = sentiment([x for x, _ in samples])
     assert np.mean([p == y for p, (_, y) in zip(preds, samples)]) >= 0.85
 
 
@@ -229,7 +236,7 @@ def test_summarization_returns_the_most_central_sentence(registry):
     ts = registry.get("Text Summarization")
     for p in td.passages("task")[:10]:
         (summary,) = ts([p.text])
-        assert summary in te.split_sentences(p.text)
+        assert summary in split_sentences(p.text)
     assert ts(["One sentence only."]) == ["One sentence only."]
     doc = "Cats sleep a lot. Cats and dogs sleep in the sun. Dogs bark at night. Fish swim."
     assert ts([doc]) == ["Cats and dogs sleep in the sun."]
@@ -255,9 +262,9 @@ def test_clozed_inputs_hurt_and_fill_mask_helps_the_query():
     clozed = [td.cloze(q, rng) for q in qs]
 
     def f1(queries):
-        return np.mean([token_f1(a, g) for a, g in zip(te.answer_questions(docs, queries), gold)])
+        return np.mean([token_f1(a, g) for a, g in zip(answer_questions(docs, queries), gold)])
 
-    plain, masked, filled = f1(qs), f1(clozed), f1(te.fill_mask(clozed))
+    plain, masked, filled = f1(qs), f1(clozed), f1(fill_mask(clozed))
     assert plain > filled > masked
 
 
@@ -300,7 +307,7 @@ def test_semantic_similarity():
 
 def test_summary_similarity_penalises_returning_the_passage():
     p = td.passages("task")[0]
-    (summary,) = te.summarize([p.text])
+    (summary,) = summarize([p.text])
     whole, central = summary_similarity([p.text, summary], [p.summary] * 2)
     assert central > whole
     assert whole < semantic_similarity([p.text], [p.summary])[0]

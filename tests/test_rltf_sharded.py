@@ -81,21 +81,33 @@ def test_launch_settings_choose_the_sharding(monkeypatch):
         sharding_for(acc)
 
 
+MAIN_JOB = {
+    "fsdp": ({"ACCELERATE_USE_CPU": "true", "ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2"}, "train/rltf.py"),
+    "deepspeed": ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2"},
+                  "tests/deepspeed_launch.py"),
+}
+
+
 @pytest.mark.slow
-def test_main_job_under_fsdp_runs_and_resumes(tmp_path):
-    """``train/rltf.py`` itself, launched as accelerate's FSDP2 config would launch it, on two CPU
-    processes: every stage (zero/few-shot, SFT, RLTF, evaluation) with sharded parameters; then
-    ``resume=true`` reloads the SFT planner and the last RLTF checkpoint and gives the same table."""
+@pytest.mark.parametrize("mode", [
+    "fsdp",
+    pytest.param("deepspeed", marks=pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
+                                                       reason="deepspeed is not installed")),
+])
+def test_main_job_sharded_runs_and_resumes(tmp_path, mode):
+    """``train/rltf.py`` itself, launched as accelerate's FSDP2 / ZeRO-2 config would launch it, on two
+    CPU processes: every stage (zero/few-shot, SFT, RLTF, evaluation); then ``resume=true`` reloads
+    the SFT planner and the last RLTF checkpoint and gives the same table."""
     from tests.test_pipeline import TINY
 
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2",
-           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    launch_env, script = MAIN_JOB[mode]
+    env = {**os.environ, **launch_env, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     args = [f"output_dir={tmp_path}", "run_name=tiny", f"planner.embedded.dir={tmp_path / 'embedded'}", *TINY]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29551",
-           str(ROOT / "train" / "rltf.py"), *args]
+           str(ROOT / script), *args]
     first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "fsdp)" in first.stdout  # the planner line names the sharding
+    assert f"{mode})" in first.stdout  # the planner line names the sharding
     last = first.stdout.strip().splitlines()[-1]
     assert last.startswith("held-out overall: zero=") and " rltf=" in last
     assert (tmp_path / "tiny" / "sft" / "model.safetensors").exists()
