@@ -1,11 +1,11 @@
-"""How the planner's parameters live across processes: replicated (one process, DDP) or FSDP-sharded.
+"""How the planner's parameters live across processes: replicated (DDP), FSDP-sharded or in a ZeRO-2 engine.
 
 The constrained decoder drives the planner through its sub-modules (encoder, decoder, the rows of
 the output layer it needs) and every process decodes as many steps as its own plans need. That
 rules out using a sharded model as is, so each mode says how to decode, score, reduce and save:
 
 - ``replicated`` (one process, or DDP): every process holds all parameters; decoding and scoring
-  call sub-modules; gradients are averaged explicitly after ``backward`` (:mod:`rltf.optim`).
+  call sub-modules; gradients are averaged explicitly after ``backward`` (:func:`all_reduce_grads`).
 - ``fsdp`` (``configs/accelerate/fsdp.yaml``, FSDP2): parameters are sharded with torch's
   ``fully_shard`` per transformer block (the model's ``_no_split_modules``) and at the root. We
   shard ourselves, not through ``accelerator.prepare``: accelerate's FSDP2 wrapping rejects T5's
@@ -15,7 +15,6 @@ rules out using a sharded model as is, so each mode says how to decode, score, r
   gradients runs through the root module's ``forward`` (FSDP's hooks gather, reduce-scatter the
   averaged gradients and reshard); clipping is DTensor-aware; checkpoints hold full state dicts
   (``torch.distributed.checkpoint.state_dict``), so a run saved sharded reloads anywhere.
-
 - ``deepspeed`` (``configs/accelerate/deepspeed-zero2.yaml``, ZeRO stage 1 or 2): parameters stay
   whole on every process, so decoding and scoring call sub-modules as usual; the optimiser runs
   inside a DeepSpeed engine (``accelerator.prepare``) whose backward reduces and partitions the
