@@ -33,3 +33,20 @@ def test_main_job_on_a_tiny_config(tmp_path, capsys):
     # resume: the finished run is picked up from its checkpoints and gives the same table
     again = run(load_config([*args, "resume=true"]))
     assert again["table"] == summary["table"]
+
+
+@pytest.mark.slow
+def test_sft_entry_point_writes_a_reloadable_planner(tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    from rltf.planner import Planner
+
+    spec = importlib.util.spec_from_file_location("sft_entry", Path(__file__).resolve().parents[1] / "train" / "sft.py")
+    sft = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sft)
+    sft.main([f"output_dir={tmp_path}", "run_name=sft", f"planner.embedded.dir={tmp_path / 'embedded'}", *TINY])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].startswith("held-out (test) finetuned=")
+    reloaded = Planner.from_pretrained(tmp_path / "sft" / "sft")
+    assert reloaded.is_encoder_decoder and (tmp_path / "sft" / "sft_history.json").exists()

@@ -19,6 +19,7 @@ from accelerate.utils import set_seed  # noqa: E402
 from envs.openagi.split import load_split  # noqa: E402
 from rltf import evaluate as ev  # noqa: E402
 from rltf.config import load_config, save_config  # noqa: E402
+from rltf.distributed import shard_planner, sharding_for  # noqa: E402
 from rltf.pipeline import make_envs  # noqa: E402
 from rltf.planner import load_planner  # noqa: E402
 from rltf.sft import supervised_finetune  # noqa: E402
@@ -28,22 +29,27 @@ from rltf.tracking import write_json  # noqa: E402
 def main(argv: list[str] | None = None) -> None:
     cfg = load_config(sys.argv[1:] if argv is None else argv)
     acc = Accelerator()
+    sharding = sharding_for(acc)  # replicated (DDP), FSDP2 or DeepSpeed ZeRO-2, as launched
     set_seed(cfg.seed)
-    train_env, eval_env = make_envs(cfg)
-    planner = load_planner(cfg.planner)
+    train_env, eval_env = make_envs(cfg, acc)
+    with acc.main_process_first():
+        planner = load_planner(cfg.planner)
     planner.model.to(acc.device)
+    shard_planner(planner.model, sharding)
     hist = supervised_finetune(planner, train_env, train_env.tasks(), epochs=cfg.sft.epochs, lr=cfg.sft.lr,
                                batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=acc,
-                               progress=cfg.logging.progress_bar)
+                               progress=cfg.logging.progress_bar, sharding=sharding)
     out = cfg.run_dir / "sft"
+    weights = sharding.full_state_dict(planner.model)  # every process takes part when sharded
     if acc.is_main_process:
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, cfg.run_dir / "config.yaml")
-        planner.save_pretrained(out)
+        planner.save_pretrained(out, state_dict=weights)
         write_json(cfg.run_dir / "sft_history.json", hist)
     split = load_split(cfg.env.suite)
     tasks = [eval_env.get_task(i) for s in cfg.eval.splits for i in split[s]]
-    res = ev.constrained_schema("finetuned", planner, eval_env, tasks, cfg.eval.num_beams)
+    with sharding.gathered(planner.model):
+        res = ev.constrained_schema("finetuned", planner, eval_env, tasks, cfg.eval.num_beams)
     if acc.is_main_process:
         print(f"final nll {hist[-1]['sft/nll'] if hist else float('nan'):.4f}; saved to {out}")
         print(f"held-out ({'+'.join(cfg.eval.splits)}) finetuned={res.overall:.4f}")
