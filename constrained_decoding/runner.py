@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -63,6 +64,36 @@ def _stack_left_padded(a: torch.Tensor, b: torch.Tensor, length: int, dim: int) 
         short = length - x.shape[dim]
         part.narrow(dim, 0, short).zero_()
         part.narrow(dim, short, x.shape[dim]).copy_(x)
+    return out
+
+
+@dataclass
+class RowFork:
+    """A running row's decoder cache up to its first ``n_valid`` positions (context and tokens read).
+
+    Taken when a row finishes (it may leave the batch before rows that continue its tokens join):
+    such a row starts from a copy of this instead of prefilling what the finished row already read."""
+
+    keys: list[torch.Tensor]  # per self-attention layer: [heads, columns, dim] (masked columns included)
+    values: list[torch.Tensor]
+    mask: torch.Tensor  # [columns]: which columns hold positions
+    n_valid: int
+    cross: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # encoder-decoder: cross-attention K/V per layer
+    enc: torch.Tensor | None = None  # encoder-decoder: encoder states and mask of the row's prompt
+    enc_mask: torch.Tensor | None = None
+
+    def cut(self, n_valid: int) -> int:
+        """Columns holding the first ``n_valid`` positions."""
+        return int((self.mask.cumsum(0) < n_valid).sum()) + 1
+
+
+def _left_pad_rows(parts: Sequence[torch.Tensor], length: int, dim: int) -> torch.Tensor:
+    """Stack ``parts`` (one row each, no batch dim) into ``[n, ...]``, each right-aligned to ``length`` along ``dim``."""
+    shape = list(parts[0].shape)
+    shape[dim] = length
+    out = parts[0].new_zeros([len(parts), *shape])
+    for i, x in enumerate(parts):
+        out[i].narrow(dim, length - x.shape[dim], x.shape[dim]).copy_(x)
     return out
 
 
@@ -178,7 +209,8 @@ class PlannerRunner:
         return self._causal(tail, self.pos)
 
     def add_rows(self, prompt_idx: torch.Tensor, prefixes: Sequence[Sequence[int]],
-                 copies: torch.Tensor | None = None) -> torch.Tensor:
+                 copies: torch.Tensor | None = None,
+                 forks: Sequence[tuple[RowFork, int] | None] | None = None) -> torch.Tensor:
         """Open rows (as :meth:`start`) that join the running batch after its rows; their features.
 
         Continuous batching: rows can join while others decode, so passes stay full. The new rows
@@ -186,18 +218,100 @@ class PlannerRunner:
         (zeros, masked out) and concatenated along the batch. Relative (T5) and rotary (LLaMA)
         positions stay right: the mask hides the padding and position ids continue per row.
         ``copies``: row ``r`` of the joining rows is prefilled row ``copies[r]`` (identical rows
-        prefilled once)."""
+        prefilled once). ``forks``: per row, ``(fork, shared)`` where the fork holds the row's context
+        then (at least) the first ``shared`` tokens of its prefix (a finished row the new row
+        continues), or None: such a row starts from a copy of the fork and prefills only the rest."""
         old = self._batch()
         if old["rows"] == 0:
             old = None
-        feats = self.start(prompt_idx, prefixes)
+        keep = self._fork_plan(prefixes, forks)
+        fresh = [i for i, k in enumerate(keep) if k == 0]
+        forked = [i for i, k in enumerate(keep) if k]
+        feats = []
+        if fresh:
+            feats.append(self.start(prompt_idx[fresh], [prefixes[i] for i in fresh]))
+        if forked:
+            first = self._batch() if fresh else None
+            parts = [forks[i] for i in forked]  # type: ignore[index]
+            n_valid = [self.context_len(int(prompt_idx[i])) + keep[i] for i in forked]
+            feats.append(self._start_forked([f for f, _ in parts], n_valid, [prefixes[i][keep[i] :] for i in forked]))
+            if first is not None:
+                self._prepend(first)
+        feats = torch.cat(feats) if len(feats) > 1 else feats[0]
+        where = torch.empty(len(keep), dtype=torch.long)
+        where[fresh + forked] = torch.arange(len(keep))
         if copies is not None:
-            copies = copies.to(self.device)
-            self.select(copies)
-            feats = feats.index_select(0, copies)
+            where = where[copies.cpu()]
+        if copies is not None or forked and fresh:
+            where = where.to(self.device)
+            self.select(where)
+            feats = feats.index_select(0, where)
         if old is not None:
             self._prepend(old)
         return feats
+
+    @staticmethod
+    def _fork_plan(prefixes: Sequence[Sequence[int]], forks: Sequence[tuple[RowFork, int] | None] | None) -> list[int]:
+        """Per row, how many prefix tokens to take from its fork (0: prefill the whole prefix).
+
+        The forked rows prefill suffixes of one length ``S``: T5's relative positions need a row's
+        cached and new positions contiguous, so the suffixes cannot be left-padded. ``S`` is the
+        longest suffix a fork leaves; rows whose prefix is not longer than ``S`` are prefilled whole."""
+        if not forks:
+            return [0] * len(prefixes)
+        rest = [len(p) - f[1] for p, f in zip(prefixes, forks) if f is not None and f[1] > 0]
+        if not rest:
+            return [0] * len(prefixes)
+        width = max(max(rest), 1)
+        return [len(p) - width if f is not None and f[1] > 0 and len(p) > width else 0
+                for p, f in zip(prefixes, forks)]
+
+    def context_len(self, prompt: int) -> int:
+        """Cache positions a row holds before its own tokens: the decoder start (T5) or its prompt."""
+        return 1 if self.encoder_decoder else len(self.prompt_ids[prompt])
+
+    def fork(self, row: int, n_valid: int) -> RowFork:
+        """Running row ``row``'s cache up to its first ``n_valid`` positions (a copy: see :class:`RowFork`)."""
+        layers = (self.cache.self_attention_cache if self.encoder_decoder else self.cache).layers
+        if self.mask is None:
+            mask = torch.ones(n_valid, dtype=torch.long, device=self.device)
+        else:
+            mask = self.mask[row]
+            mask = mask[: int((mask.cumsum(0) < n_valid).sum()) + 1].clone()
+        c = mask.shape[0]
+        f = RowFork([x.keys[row, :, :c].clone() for x in layers], [x.values[row, :, :c].clone() for x in layers],
+                    mask, n_valid)
+        if self.encoder_decoder:
+            f.cross = [(x.keys[row].clone(), x.values[row].clone()) for x in self.cache.cross_attention_cache.layers]
+            f.enc, f.enc_mask = self.row_enc[row].clone(), self.row_enc_mask[row].clone()
+        return f
+
+    def _start_forked(self, forks: Sequence[RowFork], n_valid: Sequence[int], suffixes: Sequence[Sequence[int]]
+                      ) -> torch.Tensor:
+        """Open rows from forks (their first ``n_valid[r]`` positions), then read the (equally long) suffixes."""
+        cuts = [f.cut(n) for f, n in zip(forks, n_valid)]
+        width = max(cuts)
+        cache = DynamicCache()
+        for layer in range(len(forks[0].keys)):
+            cache.update(_left_pad_rows([f.keys[layer][:, :c] for f, c in zip(forks, cuts)], width, 1),
+                         _left_pad_rows([f.values[layer][:, :c] for f, c in zip(forks, cuts)], width, 1), layer)
+        ids = torch.as_tensor([list(s) for s in suffixes], dtype=torch.long, device=self.device)
+        mask = _left_pad_rows([f.mask[:c] for f, c in zip(forks, cuts)], width, 0)
+        mask = torch.cat([mask, torch.ones_like(ids)], 1)
+        if self.encoder_decoder:
+            cross = DynamicCache()
+            for layer in range(len(forks[0].cross)):  # type: ignore[arg-type]
+                cross.update(torch.stack([f.cross[layer][0] for f in forks]),  # type: ignore[index]
+                             torch.stack([f.cross[layer][1] for f in forks]), layer)  # type: ignore[index]
+            self.cache = EncoderDecoderCache(cache, cross)
+            self.row_enc = torch.stack([f.enc for f in forks])  # type: ignore[misc]
+            self.row_enc_mask = torch.stack([f.enc_mask for f in forks])  # type: ignore[misc]
+            self.mask = None if bool(mask.all()) else mask
+            return self._dec(ids)
+        self.cache, self.mask = cache, mask
+        self.pos = torch.as_tensor(n_valid, device=self.device).unsqueeze(1) + torch.arange(ids.shape[1],
+                                                                                          device=self.device)
+        return self._causal(ids, self.pos)
 
     def _batch(self) -> dict:
         """The running batch's state (set aside while :meth:`start` opens new rows) and its row count."""

@@ -10,7 +10,9 @@ finished row sits in its grammar's sink and emits pad with log-probability 0.
 Continuous batching: when rows (sampling) or beam groups finish, a ``spawn`` callback may return
 new ones (the branch rows of a finished head row); they are prefilled and join the running batch
 (:meth:`PlannerRunner.add_rows`) instead of waiting for the whole batch to finish, so decoder
-passes stay full.
+passes stay full. A branch row's forced prefix re-reads its head row's tokens: it starts from a
+copy of the finished head row's cache (:meth:`PlannerRunner.fork`) cut to the tokens both share,
+and prefills only the rest (``; branch i: (``). Same positions, same tokens: same features.
 """
 
 from __future__ import annotations
@@ -21,13 +23,54 @@ from collections.abc import Callable, Sequence
 import torch
 
 from constrained_decoding.grammar import PlanGrammar, StateTables
-from constrained_decoding.runner import PlannerRunner
+from constrained_decoding.runner import PlannerRunner, RowFork
 
 RowStart = tuple[PlanGrammar, int]  # a grammar and one of its (local) start states
 BeamGroup = tuple[int, RowStart, int]  # a prompt index, a start and a beam width
 Hyps = list[tuple[tuple[int, ...], float]]  # finished rows (token ids) and their scores, best first
 SampleSpawn = Callable[[list[tuple[int, tuple[int, ...]]]], Sequence[tuple[int, RowStart]]]
 BeamSpawn = Callable[[list[tuple[int, Hyps]]], Sequence[BeamGroup]]
+Fork = tuple[RowFork, int] | None  # a finished row's cache and how many prefix tokens of a new row it holds
+
+REUSE_CACHE = True
+"""New rows start from the cache of a finished row they continue (False: prefill every prefix whole)."""
+
+
+def _shared(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _forks(runner: PlannerRunner, finished: Sequence[tuple[int, int, Sequence[int]]],
+           new: Sequence[tuple[int, RowStart]]) -> list[Fork]:
+    """Per new row ``(prompt, start)``: a fork of the finished row that shares most tokens with its forced prefix.
+
+    ``finished``: ``(runner row, prompt, tokens)`` of rows whose cache holds ``tokens`` after the
+    prompt's context (their positions right after it, whatever the row read later). A fork is cut
+    before the prefix's last token (the row needs a fed token to have features), and taken now:
+    the finished rows may leave the batch before the new rows join it."""
+    if not REUSE_CACHE:
+        return [None] * len(new)
+    taken: dict[tuple[int, int], RowFork] = {}
+    out: list[Fork] = []
+    for p, (g, s) in new:
+        pre, _ = g.dfa.forced_prefix(s)
+        best, n = -1, 0
+        for row, q, toks in finished:
+            m = min(_shared(toks, pre), len(pre) - 1) if q == p else 0
+            if m > n:
+                best, n = row, m
+        if n == 0:
+            out.append(None)
+            continue
+        if (best, n) not in taken:
+            taken[best, n] = runner.fork(best, runner.context_len(p) + n)
+        out.append((taken[best, n], n))
+    return out
 
 
 def _slot_logprobs(runner: PlannerRunner, tables: StateTables, feats: torch.Tensor, state: torch.Tensor,
@@ -41,14 +84,15 @@ def _slot_logprobs(runner: PlannerRunner, tables: StateTables, feats: torch.Tens
 
 
 def _open(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int], starts: Sequence[RowStart],
-          join: bool = False):
+          join: bool = False, forks: Sequence[Fork] | None = None):
     """Prefill the rows (identical rows once, then copied) and return prefixes, states, features.
 
-    ``join``: the rows join the running batch (after its rows) instead of starting a new one."""
+    ``join``: the rows join the running batch (after its rows) instead of starting a new one.
+    ``forks``: per row, a finished row's cache to start from (see :func:`_forks`)."""
     keys = [(p, tables.offset[g] + s) for p, (g, s) in zip(prompt_idx, starts)]
     first: dict[tuple[int, int], int] = {}
-    uniq_prompt, uniq_pre, uniq_state = [], [], []
-    for k, (g, s) in zip(keys, starts):
+    uniq_prompt, uniq_pre, uniq_state, uniq_fork = [], [], [], []
+    for k, (g, s), f in zip(keys, starts, forks or [None] * len(keys)):
         if k in first:
             continue
         first[k] = len(first)
@@ -56,6 +100,7 @@ def _open(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int],
         uniq_prompt.append(k[0])
         uniq_pre.append(pre)
         uniq_state.append(end + tables.offset[g])
+        uniq_fork.append(f)
     dev = tables.allowed.device
     state = torch.as_tensor(uniq_state, dtype=torch.long, device=dev)
     expand = None
@@ -64,7 +109,7 @@ def _open(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int],
         state = state.index_select(0, expand)
     prompts = torch.as_tensor(uniq_prompt, dtype=torch.long)
     if join:
-        feats = runner.add_rows(prompts, uniq_pre, copies=expand)
+        feats = runner.add_rows(prompts, uniq_pre, copies=expand, forks=uniq_fork)
     else:
         feats = runner.start(prompts, uniq_pre)
         if expand is not None:
@@ -114,11 +159,12 @@ def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence
     leave the batch once they are a quarter of it (rows differ in length), or when rows join."""
     rows, state, feats = _open(runner, tables, prompt_idx, starts)
     rows = [list(p) for p in rows]
+    prompt_of = list(prompt_idx)  # per row
     dev = state.device
     logp = torch.zeros(len(starts), device=dev)
     alive = torch.arange(len(starts), device=dev)  # the row each batch position holds
     was_done = torch.zeros(len(starts), dtype=torch.bool, device=dev)  # (a row can start finished)
-    waiting = _Waiting(lambda row: 1)
+    waiting = _Waiting(lambda item: 1)
     while True:
         lp, idx = _slot_logprobs(runner, tables, feats, state, temperature)
         slot = torch.multinomial(lp.exp(), 1, generator=generator)
@@ -130,9 +176,13 @@ def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence
         state = tables.next_state[state, slot.squeeze(1)]
         done = tables.final[state]
         if spawn is not None:
-            ended = alive[done & ~was_done].tolist()
-            if ended:
-                waiting.add(spawn([(r, tuple(rows[r])) for r in ended]))
+            at = torch.nonzero(done & ~was_done).squeeze(1).tolist()
+            if at:
+                ended = alive[at].tolist()
+                new_rows = spawn([(r, tuple(rows[r])) for r in ended])
+                # a row's cache holds its tokens but the one just chosen
+                fin = [(b, prompt_of[r], rows[r][:-1]) for b, r in zip(at, ended)]
+                waiting.add(list(zip(new_rows, _forks(runner, fin, new_rows))))
         n_done = int(done.sum())
         new = waiting.take(len(done) - n_done)
         if n_done == len(done) and not new:
@@ -144,8 +194,10 @@ def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence
         was_done = done
         feats = runner.step(tok) if len(alive) else None
         if new:
-            pre, new_state, new_feats = _open(runner, tables, [p for p, _ in new], [s for _, s in new], join=True)
+            pre, new_state, new_feats = _open(runner, tables, [p for (p, _), _ in new], [s for (_, s), _ in new],
+                                              join=True, forks=[f for _, f in new])
             rows += [list(q) for q in pre]
+            prompt_of += [p for (p, _), _ in new]
             alive = torch.cat([alive, torch.arange(len(logp), len(rows), device=dev)])
             logp = torch.cat([logp, logp.new_zeros(len(new))])
             state = torch.cat([state, new_state])
@@ -172,17 +224,21 @@ def beam_rows(runner: PlannerRunner, tables: StateTables, groups: Sequence[BeamG
     born: list[int] = []  # per group: the column of ``seq`` holding its first token
     width: list[int] = []  # per group
     gid: list[int] = []  # the groups in the batch, in row order
+    prompt_of: list[int] = []  # per group
     dev = tables.allowed.device
     state, length = torch.zeros(0, dtype=torch.long, device=dev), torch.zeros(0, dtype=torch.long, device=dev)
     score, seq = torch.zeros(0, device=dev), torch.zeros((0, 0), dtype=torch.long, device=dev)
     feats: torch.Tensor | None = None
 
-    def join(new: Sequence[BeamGroup]) -> None:
+    def join(new: Sequence[BeamGroup], forks: Sequence[Fork] | None = None) -> None:
         nonlocal state, score, length, seq, feats
         rep = [(p, s) for p, s, w in new for _ in range(w)]
-        pre, new_state, new_feats = _open(runner, tables, [p for p, _ in rep], [s for _, s in rep], join=bool(gid))
+        row_forks = None if forks is None else [f for f, (_, _, w) in zip(forks, new) for _ in range(w)]
+        pre, new_state, new_feats = _open(runner, tables, [p for p, _ in rep], [s for _, s in rep],
+                                          join=bool(gid) or forks is not None, forks=row_forks)
         first = 0
-        for _, _, w in new:
+        for p, _, w in new:
+            prompt_of.append(p)
             gid.append(len(out))
             out.append([])
             prefix.append(tuple(pre[first]))
@@ -198,7 +254,7 @@ def beam_rows(runner: PlannerRunner, tables: StateTables, groups: Sequence[BeamG
         feats = new_feats if feats is None else torch.cat([feats, new_feats])
 
     join(groups)
-    waiting = _Waiting(lambda group: group[2])
+    waiting = _Waiting(lambda item: item[0][2])
     while True:
         widths = [width[g] for g in gid]
         n, w = len(gid), max(widths)
@@ -235,19 +291,26 @@ def beam_rows(runner: PlannerRunner, tables: StateTables, groups: Sequence[BeamG
             continue
         finished, first_row = [], 0
         keep_rows: list[int] = []
+        cached: list[tuple[int, int, tuple[int, ...]]] = []  # (runner row, prompt, tokens in its cache)
         for i, (g, gw) in enumerate(zip(gid, widths)):
             rows = range(first_row, first_row + gw)
             first_row += gw
             if not bool(done[i]):
                 keep_rows += rows
                 continue
-            hyps = zip(seq[rows.start : rows.stop].tolist(), length[rows.start : rows.stop].tolist(),
-                       score[rows.start : rows.stop].tolist())
+            sl = slice(rows.start, rows.stop)
+            hyps = zip(seq[sl].tolist(), length[sl].tolist(), score[sl].tolist(), src[sl].tolist())
             b = born[g]
-            out[g] = [(prefix[g] + tuple(q[b : b + k]), sc) for q, k, sc in hyps if sc != float("-inf")]
+            out[g] = []
+            for q, k, sc, row in hyps:
+                if sc != float("-inf"):  # (the runner's rows are still those before ``src``)
+                    out[g].append((prefix[g] + tuple(q[b : b + k]), sc))
+                    cached.append((row, prompt_of[g], out[g][-1][0][:-1]))
             finished.append((g, out[g]))
         if spawn is not None and finished:
-            waiting.add(spawn(finished))
+            new_groups = spawn(finished)
+            forks = _forks(runner, cached, [(p, s) for p, s, _ in new_groups])
+            waiting.add(list(zip(new_groups, forks)))
         gid = [g for i, g in enumerate(gid) if not bool(done[i])]
         new = waiting.take(sum(width[g] for g in gid))
         if not gid and not new:
@@ -258,4 +321,4 @@ def beam_rows(runner: PlannerRunner, tables: StateTables, groups: Sequence[BeamG
         runner.select(src, same_prompt=not any_done)
         feats = runner.step(tok) if gid else None
         if new:
-            join(new)
+            join([g for g, _ in new], [f for _, f in new])

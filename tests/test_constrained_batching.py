@@ -2,7 +2,8 @@
 
 :meth:`PlannerRunner.add_rows` merges freshly prefilled rows into a batch mid-decoding (left-padded
 caches and masks); beam search and sampling use it to start the branch rows of a nonlinear plan as
-soon as its head row has finished.
+soon as its head row has finished, from a copy of the head row's cache (``forks``) where the
+tokens of a branch row's prefix begin with the head row's.
 """
 
 from __future__ import annotations
@@ -131,3 +132,103 @@ def test_sampled_mixed_batch_reports_the_scorers_log_probabilities(name):
     assert torch.allclose(torch.tensor([d.logprob for _, _, d in flat]), want.float(), atol=1e-4)
     again = sample_plans(model, tok, prompts, sigs, k=12, temperature=0.8, registry=REG, limits=LIMITS, seed=4)
     assert [[d.text for d in ds] for ds in again] == [[d.text for d in ds] for ds in drawn]
+
+
+# ------------------------------------------------------------------ branch rows from the head row's cache
+
+
+@pytest.mark.parametrize("name", PLANNERS)
+def test_forked_rows_match_a_full_prefill(name):
+    """Rows started from a fork of a finished row (its cache cut to the tokens they share, then their
+    suffix) give teacher forcing's features, mixed in one join with rows prefilled whole (no fork,
+    or a prefix too short for the common suffix length), also after the forked row left the batch."""
+    model, tok = PLANNERS[name]()
+    r = runner_mod.PlannerRunner(model, tok, PROMPTS, pad_id=tok.pad_token_id)
+    head, other = _rows(2, 5)
+    branch = head[:4] + [90, 91, 92, 93, 94, 95, 96, 97]  # re-reads the head's first 4 tokens
+    with torch.no_grad():
+        want = r.teacher_force(torch.tensor([1, 1, 0, 1]), [branch, branch, other, head[:3] + [80, 81, 82, 83]])
+        r.start(torch.tensor([0, 1]), [other[:1], head[:2]])  # (unequal lengths: a padded cache)
+        for t in range(1, 4):
+            r.step(torch.tensor([other[t], head[t + 1]]))  # the head row has read head[:5]
+        fork = r.fork(1, r.context_len(1) + 4)
+        r.select(torch.tensor([0]))  # the head row leaves
+        r.step(torch.tensor([other[4]]))
+        # suffixes of one length (4, the first row's): the third row takes 1 token from the fork, the
+        # last (4 tokens) none: it is prefilled whole, as the row without a fork
+        prefixes = [branch[:8], other[:2], head[:3] + [80, 81], head[:3] + [80]]
+        feats = r.add_rows(torch.tensor([1, 0, 1, 1]), prefixes, copies=torch.tensor([0, 0, 1, 2, 3]),
+                           forks=[(fork, 4), None, (fork, 3), (fork, 3)])
+        want_at = [(0, 8), (1, 8), (2, 2), (3, 5), (3, 4)]
+        assert torch.allclose(feats, torch.stack([want[i, t] for i, t in want_at]), atol=1e-5)
+        feats = r.step(torch.tensor([other[5], branch[8], branch[8], other[2], 82, 81]))
+        want_at = [(i, t + 1) for i, t in want_at]
+        assert torch.allclose(feats[1:], torch.stack([want[i, t] for i, t in want_at]), atol=1e-5)
+
+
+def _char_tokenizer():
+    """Characters, and merges that make every other head text of the tasks below one token and that
+    head followed by ``;`` another: a branch row re-reads its head row's tokens (odd heads), part of
+    them, or none of them (even heads: its first token differs), LLaMA-style (``<s>``, ``</s>``)."""
+    import string
+
+    from tokenizers import Tokenizer, models, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from constrained_decoding.grammar import head_text, plan_grammar
+
+    heads = sorted({head_text(*h) for _, sig in TASKS if len(sig[0]) > 1
+                    for h in plan_grammar(PLANNERS["t5"]()[1], REG, *sig, LIMITS).heads})
+    vocab = {t: i for i, t in enumerate(["<pad>", "<s>", "</s>", "<unk>", *string.printable[:95]])}
+    merges: list[tuple[str, str]] = []
+    for h in heads[::2]:
+        for k in range(1, len(h) + 1):
+            pair = (h[:k], h[k]) if k < len(h) else (h, ";")
+            if pair not in merges:
+                merges.append(pair)
+                vocab.setdefault("".join(pair), len(vocab))
+    tok = Tokenizer(models.BPE(vocab, merges, unk_token="<unk>"))
+    tok.add_special_tokens(["<pad>", "<s>", "</s>", "<unk>"])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>")
+
+
+def _char_planner(kind: str):
+    tok = _char_tokenizer()
+    return (tiny_t5(tok, seed=3) if kind == "t5" else tiny_llama(tok, seed=3)), tok
+
+
+REUSE_PLANNERS = {**PLANNERS, "t5-chars": lambda: _char_planner("t5"), "llama-chars": lambda: _char_planner("llama")}
+
+
+@pytest.mark.parametrize("name", REUSE_PLANNERS)
+def test_branch_rows_from_the_head_cache_decode_as_prefilled(name, monkeypatch):
+    """Beam search and sampling with branch rows forked from their head row's cache: the plans and
+    log-probabilities of prefilling every branch prefix whole. The ``-chars`` tokenizer also makes
+    branch rows whose prefix shares part or none of the head row's tokens (partial fork, fallback)."""
+    from constrained_decoding import search
+
+    model, tok = REUSE_PLANNERS[name]()
+    prompts, sigs = [p for p, _ in TASKS], [s for _, s in TASKS]
+    forked, whole = [], []
+    start_forked, start = runner_mod.PlannerRunner._start_forked, runner_mod.PlannerRunner.start
+    monkeypatch.setattr(runner_mod.PlannerRunner, "_start_forked",
+                        lambda self, f, n, s: forked.append(len(f)) or start_forked(self, f, n, s))
+    monkeypatch.setattr(runner_mod.PlannerRunner, "start",
+                        lambda self, p, pre: whole.append(len(pre)) or start(self, p, pre))
+    runs = {}
+    for reuse in (True, False):
+        monkeypatch.setattr(search, "REUSE_CACHE", reuse)
+        forked.clear()
+        whole.clear()
+        beams = beam_search_plans(model, tok, prompts, sigs, num_beams=8, branch_beams=2, registry=REG,
+                                  limits=LIMITS)
+        drawn = sample_plans(model, tok, prompts, sigs, k=8, temperature=0.8, registry=REG, limits=LIMITS, seed=5)
+        runs[reuse] = [[(d.text, d.logprob) for d in ds] for ds in beams + drawn]
+        assert bool(forked) == reuse
+        if reuse:  # (2 calls start the head rows) branch rows prefilled whole: only where tokens differ
+            assert len(whole) > 2 if name.endswith("chars") else len(whole) == 2
+    for got, want in zip(runs[True], runs[False]):
+        assert [t for t, _ in got] == [t for t, _ in want]
+        assert max(abs(a - b) for (_, a), (_, b) in zip(got, want)) < 1e-5
