@@ -115,3 +115,19 @@ def test_main_job_sharded_runs_and_resumes(tmp_path, mode):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resumed RLTF at step 2" in again.stdout
     assert again.stdout.strip().splitlines()[-1] == last
+
+
+def test_kl_to_a_full_copy_is_refused_when_sharded(tmp_path):
+    """A KL reference would be a second sharded copy of a full model: refused, naming the fix."""
+    from rltf.config import load_config
+    from rltf.distributed import Sharding
+    from rltf.planner import Planner
+    from rltf.trainer import RLTFTrainer
+    from tests.tiny_models import tiny_t5, unigram_tokenizer
+    from tests.toy_env import toy_env
+
+    acc = Accelerator(cpu=True)
+    tok = unigram_tokenizer()
+    cfg = load_config([f"output_dir={tmp_path}", "rltf.kl_coef=0.1", "logging.progress_bar=false"])
+    with pytest.raises(ValueError, match="kl_coef=0.1.*LoRA"):
+        RLTFTrainer(cfg, Planner(tiny_t5(tok), tok, True, "tiny"), toy_env(), acc, sharding=Sharding("fsdp", acc))
