@@ -50,9 +50,6 @@ def _pad(seqs: Sequence[Sequence[int]], value: int, left: bool, device) -> tuple
     return ids.to(device), mask.to(device)
 
 
-pad_rows = _pad  # public name for the scorer's forward path
-
-
 def _stack_left_padded(a: torch.Tensor, b: torch.Tensor, length: int, dim: int) -> torch.Tensor:
     """The rows of ``a`` then of ``b`` (dim 0), each left-padded with zeros to ``length`` along ``dim``.
 
@@ -103,11 +100,14 @@ _HEAD_MODE: "weakref.WeakKeyDictionary[nn.Module, bool]" = weakref.WeakKeyDictio
 class PlannerRunner:
     """One batch of prompts and the rows decoded from them (see the module docstring)."""
 
-    def __init__(self, model: nn.Module, tokenizer, prompts: Sequence[str], *, pad_id: int, encode: bool = True):
-        """``encode=False``: only the model's facts (no encoder pass, no head probe), for callers
-        that run the model's own ``forward`` (:func:`constrained_decoding.score.forward_logits`)."""
+    def __init__(self, model: nn.Module, tokenizer, prompts: Sequence[str], *, pad_id: int,
+                 through_forward: bool = False):
+        """``through_forward``: :meth:`teacher_force` calls ``model``'s own ``forward`` (the PEFT /
+        FSDP wrapper's, full-vocabulary logits) and never a sub-module — what an FSDP-sharded model
+        needs for its hooks; no encoder pass or head probe happens here then."""
         self.model = unwrap_model(model)
-        self.tokenizer = tokenizer
+        self.outer = model
+        self.through_forward = through_forward
         cfg = self.model.config
         self.encoder_decoder = bool(getattr(cfg, "is_encoder_decoder", False))
         self.device = next(self.model.parameters()).device
@@ -123,10 +123,10 @@ class PlannerRunner:
                 raise ValueError("the model config has neither decoder_start_token_id nor pad_token_id")
         self.head_weight = head.weight if isinstance(head, nn.Linear) else None
         self.head_bias = head.bias if isinstance(head, nn.Linear) else None
-        self.restricted = encode and self.head_weight is not None and self._restricted_head_ok()
+        self.restricted = not through_forward and self.head_weight is not None and self._restricted_head_ok()
         self.prompt_ids = encode_prompts(tokenizer, prompts, self.encoder_decoder)
         self._keep_arg = "logits_to_keep" in inspect.signature(self.model.forward).parameters
-        if self.encoder_decoder and encode:
+        if self.encoder_decoder and not through_forward:
             ids, mask = _pad(self.prompt_ids, pad_id, left=False, device=self.device)
             self.enc_hidden = self.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
             self.enc_mask = mask
@@ -402,6 +402,11 @@ class PlannerRunner:
         width = max(len(r) for r in rows)
         if self.encoder_decoder:
             dec, mask = _pad([[self.decoder_start, *r[:-1]] for r in rows], self.pad_id, False, self.device)
+            if self.through_forward:  # the encoder runs inside the wrapper's forward, once per row
+                ids, ids_mask = _pad([self.prompt_ids[int(p)] for p in prompt_idx.tolist()], self.pad_id, False,
+                                     self.device)
+                return self.outer(input_ids=ids, attention_mask=ids_mask, decoder_input_ids=dec,
+                                  decoder_attention_mask=mask).logits
             enc = self.enc_hidden.index_select(0, prompt_idx)
             enc_mask = self.enc_mask.index_select(0, prompt_idx)
             if self.restricted:
@@ -420,6 +425,8 @@ class PlannerRunner:
         if self.restricted:
             h = self.model.base_model(**kw).last_hidden_state
             return h[:, n_prompt - 1 : n_prompt - 1 + width]
+        if self.through_forward:
+            return self.outer(**kw).logits[:, n_prompt - 1 : n_prompt - 1 + width]
         if self._keep_arg:
             return self.model(**kw, logits_to_keep=width + 1).logits[:, :width]
         return self.model(**kw).logits[:, n_prompt - 1 : n_prompt - 1 + width]

@@ -16,8 +16,7 @@ from torch import nn
 
 from constrained_decoding.decode import grammars_for
 from constrained_decoding.grammar import stack_tables
-from constrained_decoding.prompts import encode_prompts
-from constrained_decoding.runner import PlannerRunner, pad_rows
+from constrained_decoding.runner import PlannerRunner
 from envs.openagi.plans import Plan, PlanLimits
 from envs.openagi.registry import ToolRegistry
 
@@ -42,7 +41,7 @@ def score_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures:
     grammars = grammars_for(tokenizer, signatures, registry, limits)
     uniq = list(dict.fromkeys(prompts))
     where = {p: i for i, p in enumerate(uniq)}
-    runner = PlannerRunner(model, tokenizer, uniq, pad_id=grammars[0].pad_id, encode=not through_forward)
+    runner = PlannerRunner(model, tokenizer, uniq, pad_id=grammars[0].pad_id, through_forward=through_forward)
     tables = stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
     rows, row_prompt, row_plan, row_states, row_slots = [], [], [], [], []
     for j, (g, plan) in enumerate(zip(grammars, plans)):
@@ -65,34 +64,10 @@ def score_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures:
         mask[r, : len(st)] = True
     dev = runner.device
     state, slot, mask = state.to(dev), slot.to(dev), mask.to(dev)
-    if through_forward:
-        logits = forward_logits(model, runner, [uniq[i] for i in row_prompt], rows)
-        z = logits.gather(-1, tables.allowed[state]).float() / temperature
-    else:
-        feats = runner.teacher_force(torch.as_tensor(row_prompt), rows)
-        z = runner.allowed_logits(feats, tables, state) / temperature
+    feats = runner.teacher_force(torch.as_tensor(row_prompt), rows)
+    z = runner.allowed_logits(feats, tables, state) / temperature
     z = z.masked_fill(~tables.valid[state], float("-inf"))
     lp = z.log_softmax(-1).gather(-1, slot.unsqueeze(-1)).squeeze(-1)
     row_lp = torch.where(mask, lp, torch.zeros_like(lp)).sum(-1)
     out = torch.zeros(len(plans), dtype=row_lp.dtype, device=dev)
     return out.index_add(0, torch.as_tensor(row_plan, device=dev), row_lp)
-
-
-def forward_logits(model: nn.Module, runner: PlannerRunner, prompts: Sequence[str],
-                   rows: Sequence[Sequence[int]]) -> torch.Tensor:
-    """Teacher-forced full-vocabulary logits ``[R, T, V]`` from one call of ``model.forward``
-    (the PEFT / FSDP wrapper's own): position ``t`` of row ``r`` predicts ``rows[r][t]``."""
-    width = max(len(r) for r in rows)
-    ids = encode_prompts(runner.tokenizer, prompts, runner.encoder_decoder)
-    dev = runner.device
-    if runner.encoder_decoder:
-        enc, enc_mask = pad_rows(ids, runner.pad_id, False, dev)
-        dec, dec_mask = pad_rows([[runner.decoder_start, *r[:-1]] for r in rows], runner.pad_id, False, dev)
-        return model(input_ids=enc, attention_mask=enc_mask, decoder_input_ids=dec,
-                     decoder_attention_mask=dec_mask).logits
-    n_prompt = max(len(p) for p in ids)
-    pids, pmask = pad_rows(ids, runner.pad_id, True, dev)
-    rids, rmask = pad_rows(rows, runner.pad_id, False, dev)
-    full, mask = torch.cat([pids, rids], 1), torch.cat([pmask, rmask], 1)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    return model(input_ids=full, attention_mask=mask, position_ids=pos).logits[:, n_prompt - 1 : n_prompt - 1 + width]
