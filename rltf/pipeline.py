@@ -21,7 +21,7 @@ from envs.openagi.lite import build_lite_registry
 from envs.openagi.split import load_split
 from rltf import evaluate as ev
 from rltf.config import RunConfig, config_to_yaml, save_config
-from rltf.distributed import shard_planner, sharding_for
+from rltf.distributed import Sharding, shard_planner, sharding_for
 from rltf.planner import Planner, load_planner
 from rltf.sft import supervised_finetune
 from rltf.tracking import Tracker, plot_rewards, write_json
@@ -67,6 +67,17 @@ def make_envs(cfg: RunConfig, accelerator: Accelerator | None = None) -> tuple[O
     return train, held_out
 
 
+def load_planner_for(cfg: RunConfig, acc: Accelerator, sharding: Sharding) -> Planner:
+    """The configured planner on this process's device, sharded as launched (every process calls it)."""
+    with acc.main_process_first():  # the embedded planner is built and saved once, by the main process
+        planner = load_planner(cfg.planner)
+    planner.model.to(acc.device)
+    _log(acc, f"planner: {planner.source} ({planner.arch}, "
+              f"{sum(p.numel() for p in planner.model.parameters()) / 1e6:.2f}M parameters, {sharding.kind})")
+    shard_planner(planner.model, sharding)
+    return planner
+
+
 def run(cfg: RunConfig) -> dict:
     t_start = time.perf_counter()
     acc = Accelerator()
@@ -85,12 +96,7 @@ def run(cfg: RunConfig) -> dict:
     train_tasks = train_env.tasks()
     examples = [train_tasks[i] for i in np.random.default_rng(cfg.seed).permutation(len(train_tasks))[:cfg.eval.few_shot_k]]
 
-    with acc.main_process_first():  # the embedded planner is built and saved once, by the main process
-        planner = load_planner(cfg.planner)
-    planner.model.to(acc.device)
-    _log(acc, f"planner: {planner.source} ({planner.arch}, "
-              f"{sum(p.numel() for p in planner.model.parameters()) / 1e6:.2f}M parameters, {sharding.kind})")
-    shard_planner(planner.model, sharding)
+    planner = load_planner_for(cfg, acc, sharding)
     gathered = functools.partial(sharding.gathered, planner.model)  # decoding needs every parameter
     tracker = Tracker(cfg.logging.report_to, run_dir, cfg.run_name, json.loads(json.dumps(_plain(cfg))),
                       cfg.logging.wandb_project, enabled=acc.is_main_process)

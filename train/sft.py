@@ -19,9 +19,8 @@ from accelerate.utils import set_seed  # noqa: E402
 from envs.openagi.split import load_split  # noqa: E402
 from rltf import evaluate as ev  # noqa: E402
 from rltf.config import load_config, save_config  # noqa: E402
-from rltf.distributed import shard_planner, sharding_for  # noqa: E402
-from rltf.pipeline import make_envs  # noqa: E402
-from rltf.planner import load_planner  # noqa: E402
+from rltf.distributed import sharding_for  # noqa: E402
+from rltf.pipeline import load_planner_for, make_envs  # noqa: E402
 from rltf.sft import supervised_finetune  # noqa: E402
 from rltf.tracking import write_json  # noqa: E402
 
@@ -32,10 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     sharding = sharding_for(acc)  # replicated (DDP), FSDP2 or DeepSpeed ZeRO-2, as launched
     set_seed(cfg.seed)
     train_env, eval_env = make_envs(cfg, acc)
-    with acc.main_process_first():
-        planner = load_planner(cfg.planner)
-    planner.model.to(acc.device)
-    shard_planner(planner.model, sharding)
+    planner = load_planner_for(cfg, acc, sharding)
     hist = supervised_finetune(planner, train_env, train_env.tasks(), epochs=cfg.sft.epochs, lr=cfg.sft.lr,
                                batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=acc,
                                progress=cfg.logging.progress_bar, sharding=sharding)
