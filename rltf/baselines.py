@@ -1,11 +1,17 @@
 """Baselines b for the REINFORCE advantage R - b.
 
 * ``moving_average`` — the paper's Eq. 4: b is an exponential moving average of the rewards of
-  previous batches (updated AFTER the advantage is computed, so b never contains the reward it
-  is subtracted from).
+  previous batches (updated AFTER the advantage is computed).
 * ``per_task`` — one such moving average per task (tasks differ wildly in attainable reward).
 * ``rloo`` — leave-one-out over the K samples of the same task in this batch: b_i is the mean of
-  the other K-1 rewards (unbiased; needs K >= 2).
+  the other K-1 rewards.
+
+A sample's baseline never contains its own reward, so E[(R - b) grad log pi] is unbiased. Before
+a moving average has history (the first batch; a task's first visit for ``per_task``), b_i is
+the leave-one-out mean of the other rewards it would have averaged: the rest of the batch
+(``moving_average``) or the task's other samples in the batch (``per_task``). A sample with no
+other sample to compare with (a batch of one; K = 1) gets b_i = R_i: advantage 0, no update
+from it.
 
 All baselines are plain state that checkpoints with ``state_dict`` / ``load_state_dict``.
 """
@@ -41,19 +47,18 @@ class Baseline:
             b = np.empty_like(r)
             for t in np.unique(ids):
                 m = ids == t
-                k = int(m.sum())
-                b[m] = (r[m].sum() - r[m]) / (k - 1) if k > 1 else r[m]
+                b[m] = leave_one_out(r[m])
         elif self.kind == "per_task":
             b = np.array([self.per_task.get(int(t), np.nan) for t in ids])
-            first = np.isnan(b)  # a task's first visit: its batch mean is the best guess
+            first = np.isnan(b)  # a task's first visit: the mean of its other samples
             for t in np.unique(ids[first]):
-                b[first & (ids == t)] = r[ids == t].mean()
+                b[ids == t] = leave_one_out(r[ids == t])
             for t in np.unique(ids):
                 mean = float(r[ids == t].mean())
                 old = self.per_task.get(int(t))
                 self.per_task[int(t)] = mean if old is None else self.decay * old + (1 - self.decay) * mean
         else:
-            b = np.full_like(r, r.mean() if self.value is None else self.value)
+            b = leave_one_out(r) if self.value is None else np.full_like(r, self.value)
             mean = float(r.mean())
             self.value = mean if self.value is None else self.decay * self.value + (1 - self.decay) * mean
         return r - b, b
@@ -69,7 +74,12 @@ class Baseline:
         self.per_task = {int(k): float(v) for k, v in state["per_task"].items()}
 
 
-def normalize(adv: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """Scale advantages to unit standard deviation (no re-centring: the baseline did that)."""
-    std = float(adv.std())
+def leave_one_out(r: np.ndarray) -> np.ndarray:
+    """b_i = mean of the other rewards; b_i = r_i (advantage 0) when there is no other."""
+    return (r.sum() - r) / (len(r) - 1) if len(r) > 1 else r.copy()
+
+
+def normalize(adv: np.ndarray, std: float, eps: float = 1e-6) -> np.ndarray:
+    """Scale advantages by ``std`` — the standard deviation over EVERY process's advantages, so the
+    update does not depend on how the batch was sharded (no re-centring: the baseline did that)."""
     return adv / (std + eps) if std > eps else adv

@@ -1,41 +1,27 @@
 """Atomic training checkpoints: everything needed to continue a killed run bit for bit.
 
 ``checkpoints/<run>/checkpoint-<step>/`` holds the planner (``save_pretrained``: full model or
-adapter), ``trainer_state.pt`` (optimizer, scheduler, baseline, step, metric history, every RNG
-state) — written into a temporary folder and renamed into place, so a run killed mid-write
+adapter), ``trainer_state.pt`` (optimizer, scheduler, baseline, step, metric history) — written into a temporary folder and renamed into place, so a run killed mid-write
 leaves the previous checkpoint intact. ``latest`` names the newest complete checkpoint.
-The execution cache is not saved: it only makes scoring faster, never different.
+No RNG state is saved because none is needed: everything random in a step is a pure function of
+``(seed, step, process)`` (see :mod:`rltf.trainer`). The execution cache is not saved: it only
+makes scoring faster, never different.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 LATEST = "latest"
 STATE_FILE = "trainer_state.pt"
 MODEL_DIR = "planner"
 ENGINE_DIR = "deepspeed"
-
-
-def rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def save_checkpoint(run_dir: Path, step: int, planner, state: dict[str, Any], keep: int = 2,

@@ -22,7 +22,7 @@ import torch
 
 from constrained_decoding.decode import beam_search_plans
 from constrained_decoding.freeform import map_free_text_to_plan
-from constrained_decoding.prompts import format_prompt
+from constrained_decoding.prompts import encode_formatted, format_prompt
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.oracle import oracle_for_task
 from envs.openagi.plans import PlanError, format_plan
@@ -65,7 +65,8 @@ def free_text(planner, prompts: Sequence[str], max_new_tokens: int = 64, batch_s
     out: list[str] = []
     try:
         for i in range(0, len(prompts), batch_size):
-            enc = tok(list(prompts[i : i + batch_size]), return_tensors="pt", padding=True).to(device)
+            ids = encode_formatted(tok, prompts[i : i + batch_size], planner.is_encoder_decoder)
+            enc = tok.pad({"input_ids": ids}, return_tensors="pt").to(device)
             gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                                  pad_token_id=tok.pad_token_id)
             if not planner.is_encoder_decoder:

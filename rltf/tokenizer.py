@@ -30,14 +30,23 @@ _SYNTAX = r"▁?[(),?]"
 
 def default_tokenizer_texts() -> list[str]:
     """What the embedded tokenizer is trained on when the caller passes nothing: the descriptions
-    and canonical reference plans of OpenAGI's full task grammar (185 tasks) and the tool names
-    with their one-line descriptions."""
+    of the TRAIN tasks only (no validation or test task of either suite, lite or full, reaches the
+    tokenizer), the canonical reference plans of every task (tool names and plan syntax are
+    allowed everywhere: they are the action space, not the task), and the tool names with their
+    one-line descriptions."""
     from envs.openagi.plans import format_plan
+    from envs.openagi.split import load_split
     from envs.openagi.suite import task_specs
     from envs.openagi.tools import OPENAGI_TOOLS
 
+    train, held_out = set(), set()
+    for suite in ("lite", "full"):
+        specs, split = task_specs(suite), load_split(suite)
+        train |= {specs[i].description for i in split["train"]}
+        held_out |= {specs[i].description for part in ("validation", "test") for i in split[part]}
     specs = task_specs("full")
-    texts = [s.description for s in specs] + [format_plan(s.reference_plan) for s in specs]
+    texts = [s.description for s in specs if s.description in train - held_out]
+    texts += [format_plan(s.reference_plan) for s in specs]
     texts += [t.name for t in OPENAGI_TOOLS] + [f"{t.name}: {t.description}" for t in OPENAGI_TOOLS]
     return texts
 

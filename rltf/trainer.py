@@ -5,17 +5,19 @@ One step, top to bottom (:meth:`RLTFTrainer.train_step`):
 1. draw ``tasks_per_batch`` train tasks (the same draw on every process; each takes its shard);
 2. sample ``k_samples`` plans per task from π_c — the constrained, renormalised distribution;
 3. execute them in the environment (cached): reward R in [0, 1] per plan;
-4. advantage A = R − b with the configured baseline (the paper's moving average by default,
-   computed over the rewards of all processes), plus optional regularisers folded into the
-   reward as score-function terms: an entropy bonus −c_H·log π_c(plan) and a KL penalty
-   −c_KL·(log π_c(plan) − log π_ref(plan)) to the initial policy;
-5. loss = −mean(A · log π_c(plan)), where log π_c is recomputed teacher-forced WITH gradients
-   under the same grammar masks and temperature the sampler used;
+4. log π_c(plan) recomputed teacher-forced WITH gradients under the same grammar masks and
+   temperature the sampler used (and log π_ref(plan) for a KL penalty);
+5. loss weights (:meth:`RLTFTrainer.loss_weights`): advantage A = R − b with the configured
+   baseline (the paper's moving average by default) over the rewards of ALL processes, plus
+   optional regularisers folded in as score-function terms — an entropy bonus −c_H·log π_c(plan)
+   and a KL penalty −c_KL·(log π_c(plan) − log π_ref(plan)) to the policy RLTF started from —
+   optionally scaled to unit std over all processes; loss = −mean(weight · log π_c(plan));
 6. backward, average gradients over processes, clip, step (:class:`rltf.distributed.Sharding`:
    replicated parameters are averaged explicitly; FSDP reduce-scatters them itself).
 
-Everything random in a step is a pure function of ``(seed, step, process)``, so a run resumed
-from a checkpoint continues exactly as the uninterrupted run would have.
+Everything random in a step is a pure function of ``(seed, step, process)`` — the task draw, the
+env's sample subset and the decoder's generator, which lives on the model's device — so a run
+resumed from a checkpoint continues exactly as the uninterrupted run would have.
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ class RLTFTrainer:
         t0 = time.perf_counter()
         rng = np.random.default_rng([self.cfg.seed, self.step])
         env.np_random = np.random.default_rng([self.cfg.seed, self.step, acc.process_index, 1])
-        gen = torch.Generator().manual_seed(int(rng.integers(2**62)) + acc.process_index)
+        # the decoder makes its generator on the model's device from this seed (a CPU generator
+        # cannot draw for CUDA tensors)
+        sample_seed = int(rng.integers(2**62)) + acc.process_index
 
         # 1. tasks: one global draw, sharded across processes
         replace = rl.tasks_per_batch > len(self.train_ids)
@@ -95,21 +99,14 @@ class RLTFTrainer:
         self.model.eval()  # no dropout: sampling and scoring evaluate the same function
         with self.sharding.gathered(self.model):
             decoded = sample_plans(self.model, self.planner.tokenizer, prompts, sigs, rl.k_samples, rl.temperature,
-                                   registry=env.registry, limits=env.limits, generator=gen)
+                                   registry=env.registry, limits=env.limits, seed=sample_seed)
         flat = [(t, p, s, d) for t, p, s, ds in zip(tasks, prompts, sigs, decoded) for d in ds]
 
         # 3. rewards from executing the plans
         results = env.score([(t, d.plan) for t, _, _, d in flat])
         rewards = np.array([r.reward if math.isfinite(r.reward) else 0.0 for r in results])
 
-        # 4. advantages against the baseline, over every process's rewards
-        all_rewards = self._gather(rewards)
-        all_ids = self._gather(np.array([t.id for t, *_ in flat], dtype=np.float64)).astype(int)
-        adv_all, base_all = self.baseline.advantages(all_rewards, all_ids)
-        lo = acc.process_index * len(rewards)  # equal shard sizes: tasks_per_batch % processes == 0
-        adv = torch.as_tensor(adv_all[lo : lo + len(rewards)], dtype=torch.float32)
-
-        # 5. log π_c(plan), teacher-forced with gradients, and the regularisers
+        # 4. log π_c(plan), teacher-forced with gradients, under the sampler's masks and temperature
         with acc.autocast():
             logp = score_plans(self.model, self.planner.tokenizer, [p for _, p, _, _ in flat],
                                [s for _, _, s, _ in flat], [d.plan for *_, d in flat], rl.temperature,
@@ -123,9 +120,11 @@ class RLTFTrainer:
                                      registry=env.registry, limits=env.limits,
                                      through_forward=self.sharding.sharded).float().cpu()
             kl = logp_d - ref_lp
-        shaped = adv - rl.entropy_coef * logp_d - rl.kl_coef * kl
-        if rl.normalize_rewards:
-            shaped = torch.as_tensor(normalize(shaped.numpy()), dtype=torch.float32)
+
+        # 5. loss weights: advantage against the baseline and regularisers, over every process's batch
+        ids = np.array([t.id for t, *_ in flat])
+        shaped, adv_all, base_all, all_rewards = self.loss_weights(rewards, ids, logp_d.numpy(), kl.numpy())
+        shaped = torch.as_tensor(shaped, dtype=torch.float32)
         loss = -(shaped.to(logp.device) * logp).mean()
 
         # 6. update
@@ -152,6 +151,24 @@ class RLTFTrainer:
             "train/cache_hit_rate": stats.hit_rate if stats else 0.0,
             "train/plans_per_s": len(flat) * acc.num_processes / (time.perf_counter() - t0),
         }
+
+    def loss_weights(self, rewards: np.ndarray, task_ids: np.ndarray, logp: np.ndarray,
+                     kl: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """This process's REINFORCE weights, shaped = A − c_H·log π_c − c_KL·KL, normalised by their
+        std over ALL processes when ``normalize_rewards``; plus every process's advantages,
+        baselines and rewards. The baseline and the std see the whole global batch, so the weights
+        are the same however the batch is sharded (shards are equal: tasks_per_batch % processes == 0).
+        Returns ``(shaped, advantages_all, baselines_all, rewards_all)``; updates the baseline."""
+        rl = self.rl
+        all_rewards = self._gather(np.asarray(rewards, dtype=np.float64))
+        all_ids = self._gather(np.asarray(task_ids, dtype=np.float64)).astype(int)
+        adv_all, base_all = self.baseline.advantages(all_rewards, all_ids)
+        lo = self.acc.process_index * len(rewards)
+        adv = adv_all[lo : lo + len(rewards)]
+        shaped = adv - rl.entropy_coef * np.asarray(logp, np.float64) - rl.kl_coef * np.asarray(kl, np.float64)
+        if rl.normalize_rewards:
+            shaped = normalize(shaped, float(self._gather(shaped).std()))
+        return shaped, adv_all, base_all, all_rewards
 
     def _gather(self, x: np.ndarray) -> np.ndarray:
         if self.acc.num_processes == 1:

@@ -21,7 +21,7 @@ from tests.toy_env import toy_env
 def test_moving_average_baseline_uses_only_previous_rewards():
     b = Baseline("moving_average", decay=0.5)
     adv, base = b.advantages([1.0, 0.0], [0, 0])
-    assert base.tolist() == [0.5, 0.5] and adv.tolist() == [0.5, -0.5]  # first batch: its own mean
+    assert base.tolist() == [0.0, 1.0] and adv.tolist() == [1.0, -1.0]  # first batch: the others' mean
     adv, base = b.advantages([1.0, 1.0], [0, 0])
     assert base.tolist() == [0.5, 0.5]  # the previous average, not this batch
     assert b.value == pytest.approx(0.75)
