@@ -1,0 +1,93 @@
+"""Train / validation / test split of the sandbox queries by query, stratified by (level, days),
+persisted in ``envs/travel/splits/seed{seed}.json`` (regenerate with ``python -m envs.travel.split``).
+
+The file stores each query's id and text; :func:`load_split` checks them against the generated
+queries, so a change of the database, the generator or the solver that would silently change the
+queries of a part is caught (regenerate the file then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from envs.travel.query import TravelQuery
+
+SPLITS = ("train", "validation", "test")
+FRACTIONS = {"validation": 0.2, "test": 0.2}
+SPLIT_DIR = Path(__file__).parent / "splits"
+
+
+def make_split(queries: list[TravelQuery], seed: int = 0, fractions: dict[str, float] | None = None) -> dict[str, list[int]]:
+    """Query ids per part; every (level, days) stratum is split with the same fractions."""
+    fr = {**FRACTIONS, **(fractions or {})}
+    rng = np.random.default_rng(seed)
+    strata: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for q in queries:
+        strata[(q.level, q.days)].append(q.id)
+    out: dict[str, list[int]] = {k: [] for k in SPLITS}
+    for key in sorted(strata):
+        ids = [strata[key][i] for i in rng.permutation(len(strata[key]))]
+        n = len(ids)
+        n_val = max(1, round(fr["validation"] * n)) if n >= 3 else 0
+        n_test = max(1, round(fr["test"] * n)) if n >= 2 else 0
+        out["validation"] += ids[:n_val]
+        out["test"] += ids[n_val:n_val + n_test]
+        out["train"] += ids[n_val + n_test:]
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def split_path(seed: int = 0) -> Path:
+    return SPLIT_DIR / f"seed{seed}.json"
+
+
+def build_split_file(seed: int = 0) -> dict:
+    from envs.travel.queries import default_queries
+
+    _, queries = default_queries(seed)
+    parts = make_split(queries, seed)
+    by_id = {q.id: q for q in queries}
+    return {"seed": seed, "fractions": FRACTIONS, "n_queries": len(queries),
+            **{k: [{"id": i, "level": by_id[i].level, "days": by_id[i].days, "query": by_id[i].query} for i in v]
+               for k, v in parts.items()}}
+
+
+def load_split(seed: int = 0, path: str | Path | None = None, check: bool = True) -> dict[str, list[int]]:
+    """``{"train": [ids], "validation": [...], "test": [...]}`` from the persisted file."""
+    path = Path(path) if path else split_path(seed)
+    if not path.exists():
+        raise FileNotFoundError(f"no travel split file at {path}; run python -m envs.travel.split --seed {seed}")
+    data = json.loads(path.read_text())
+    out = {part: [e["id"] for e in data[part]] for part in SPLITS}
+    if check:
+        from envs.travel.queries import default_queries
+
+        _, queries = default_queries(data.get("seed", seed))
+        by_id = {q.id: q for q in queries}
+        for part in SPLITS:
+            for e in data[part]:
+                q = by_id.get(e["id"])
+                if q is None or q.query != e["query"]:
+                    raise ValueError(
+                        f"travel split file {path} is stale: query {e['id']} is {e['query'][:60]!r}... there but "
+                        f"{(q.query[:60] if q else 'missing')!r} now; regenerate it with python -m envs.travel.split")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Write the persisted travel query split.")
+    ap.add_argument("--seed", type=int, action="append", help="database/query seed (default: 0)")
+    args = ap.parse_args(argv)
+    SPLIT_DIR.mkdir(exist_ok=True)
+    for seed in args.seed or [0]:
+        data = build_split_file(seed)
+        split_path(seed).write_text(json.dumps(data, indent=1) + "\n")
+        print(f"seed {seed}:", {k: len(data[k]) for k in SPLITS}, "->", split_path(seed))
+
+
+if __name__ == "__main__":
+    main()
