@@ -8,9 +8,9 @@ finished: the zero/few-shot results, the fine-tuned planner, the newest RLTF che
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 from accelerate import Accelerator
@@ -22,7 +22,7 @@ from envs.openagi.split import load_split
 from rltf import evaluate as ev
 from rltf.config import RunConfig, config_to_yaml, save_config
 from rltf.distributed import Sharding, shard_planner, sharding_for
-from rltf.planner import Planner, load_planner
+from rltf.planner import Planner, check_kl_reference, load_planner, merges_sft_adapter, rltf_start_planner
 from rltf.sft import supervised_finetune
 from rltf.tracking import Tracker, plot_rewards, write_json
 from rltf.trainer import RLTFTrainer
@@ -71,15 +71,41 @@ def load_planner_for(cfg: RunConfig, acc: Accelerator, sharding: Sharding) -> Pl
     """The configured planner on this process's device, sharded as launched (every process calls it)."""
     with acc.main_process_first():  # the embedded planner is built and saved once, by the main process
         planner = load_planner(cfg.planner)
+    _place(planner, acc, sharding)
+    return planner
+
+
+def _place(planner: Planner, acc: Accelerator, sharding: Sharding) -> None:
     planner.model.to(acc.device)
     _log(acc, f"planner: {planner.source} ({planner.arch}, "
               f"{sum(p.numel() for p in planner.model.parameters()) / 1e6:.2f}M parameters, {sharding.kind})")
     shard_planner(planner.model, sharding)
+
+
+def start_rltf_from_sft(cfg: RunConfig, acc: Accelerator, sharding: Sharding, planner: Planner, sft_dir: Path, *,
+                        resumed: bool) -> Planner:
+    """The SFT -> RLTF handoff of the main job (every process calls it, after the SFT stage).
+
+    ``planner`` was fine-tuned in this run, or (``resumed``) still holds the weights from before
+    SFT while ``sft_dir`` holds the fine-tuned planner. Returns the planner RLTF starts from, on
+    this process's device and sharded as launched, such that the trainer's KL reference is
+    exactly that policy: with LoRA the SFT adapter is merged into the base and a fresh adapter
+    trains on top (:func:`rltf.planner.rltf_start_planner`, rebuilt from ``sft_dir``, the same
+    planner as a run started from ``planner.model=<sft_dir>``); a full model (reference: the
+    trainer's frozen copy) and a still-trained adapter keep the fine-tuned weights."""
+    if merges_sft_adapter(cfg.planner):
+        rltf_start_planner(planner, cfg.planner, sft_dir)  # releases the fine-tuned model first
+        _place(planner, acc, sharding)
+        _log(acc, f"RLTF starts from {sft_dir} with the SFT adapter merged into the base and a fresh adapter")
+    elif resumed:
+        sharding.load_full_state_dict(planner.model, Planner.from_pretrained(sft_dir).model.state_dict())
+        _log(acc, f"fine-tuned planner reloaded from {sft_dir}")
     return planner
 
 
 def run(cfg: RunConfig) -> dict:
     t_start = time.perf_counter()
+    check_kl_reference(cfg.planner, sft=cfg.sft.enabled, kl_coef=cfg.rltf.kl_coef)  # before anything loads
     acc = Accelerator()
     sharding = sharding_for(acc)
     set_seed(cfg.seed)
@@ -97,7 +123,10 @@ def run(cfg: RunConfig) -> dict:
     examples = [train_tasks[i] for i in np.random.default_rng(cfg.seed).permutation(len(train_tasks))[:cfg.eval.few_shot_k]]
 
     planner = load_planner_for(cfg, acc, sharding)
-    gathered = functools.partial(sharding.gathered, planner.model)  # decoding needs every parameter
+
+    def gathered():  # decoding needs every parameter (of planner.model now: the SFT->RLTF handoff replaces it)
+        return sharding.gathered(planner.model)
+
     tracker = Tracker(cfg.logging.report_to, run_dir, cfg.run_name, json.loads(json.dumps(_plain(cfg))),
                       cfg.logging.wandb_project, enabled=acc.is_main_process)
 
@@ -129,10 +158,8 @@ def run(cfg: RunConfig) -> dict:
     # -- supervised warm start on the reference plans of the train tasks
     sft_dir = run_dir / "sft"
     if cfg.sft.enabled:
-        if cfg.resume and (sft_dir / "rltf_planner.json").exists():
-            sharding.load_full_state_dict(planner.model, Planner.from_pretrained(sft_dir).model.state_dict())
-            _log(acc, f"fine-tuned planner reloaded from {sft_dir}")
-        else:
+        resumed = cfg.resume and (sft_dir / "rltf_planner.json").exists()
+        if not resumed:
             hist = supervised_finetune(planner, train_env, train_tasks, epochs=cfg.sft.epochs, lr=cfg.sft.lr,
                                        batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=acc,
                                        progress=cfg.logging.progress_bar, sharding=sharding)
@@ -141,6 +168,8 @@ def run(cfg: RunConfig) -> dict:
                 planner.save_pretrained(sft_dir, state_dict=weights)
                 write_json(run_dir / "sft_history.json", hist)
             acc.wait_for_everyone()
+        # the policy RLTF starts from and its KL reference (also what "finetuned" evaluates)
+        planner = start_rltf_from_sft(cfg, acc, sharding, planner, sft_dir, resumed=resumed)
     if "finetuned" in want:
         with gathered():
             results["finetuned"] = ev.constrained_schema("finetuned", planner, eval_env, eval_tasks,
@@ -197,4 +226,5 @@ def dry_run(cfg: RunConfig) -> None:
     """Validate the config and print what a run would load, loading nothing heavy."""
     from rltf.dry_run import describe_run
 
+    check_kl_reference(cfg.planner, sft=cfg.sft.enabled, kl_coef=cfg.rltf.kl_coef)
     print(describe_run(cfg))

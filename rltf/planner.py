@@ -21,14 +21,22 @@ When scoring left-padded causal sequences yourself, pass ``position_ids = attent
 
 :meth:`Planner.save_pretrained` writes the full model, or just the adapter for a PEFT model,
 plus the tokenizer and ``rltf_planner.json``; :meth:`Planner.from_pretrained` reads either back.
-:class:`ReferencePolicy` gives the frozen initial policy for a KL penalty: with LoRA it is the
-same model with the adapter disabled (no second copy in memory).
+Planners are returned in eval mode and stay there: SFT and RLTF never call ``.train()`` (no
+dropout, so sampling and scoring evaluate the same function).
+
+:class:`ReferencePolicy` gives the frozen policy RLTF starts from, for a KL penalty: with LoRA it
+is the same model with the adapter disabled (no second copy in memory). That is only the start
+policy while the adapter is fresh, so after LoRA SFT :func:`rltf_start_planner` (the SFT→RLTF
+handoff) merges the SFT adapter into the base and starts a fresh adapter on top; a 4-bit base
+cannot be merged exactly, so :func:`check_kl_reference` refuses QLoRA + SFT + KL.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
+import gc
 import hashlib
 import importlib.util
 import json
@@ -164,7 +172,7 @@ class Planner:
             tokenizer = _load_tokenizer(tok_dir, is_enc_dec)
             planner = cls(model, tokenizer, is_enc_dec, source=str(d), base_model=base, merged_adapters=merged)
         _sync_pad(planner)
-        planner.model.eval()  # as transformers' from_pretrained: the trainer calls .train()
+        planner.model.eval()  # and it stays so: SFT and RLTF train in eval mode (no dropout)
         return planner
 
 
@@ -178,7 +186,8 @@ def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | Non
     A LoRA adapter directory as ``model``: with ``lora.enabled`` and ``lora.merge_source_adapter``
     it is merged into its base and a fresh adapter is trained on top (so the adapter-disabled
     model, the KL reference, is the loaded policy); with ``merge_source_adapter: false`` the
-    adapter itself keeps training; with LoRA disabled it is merged and the full model trains."""
+    adapter itself keeps training; with LoRA disabled it is merged and the full model trains.
+    :func:`rltf_start_planner` does the same with the adapter SFT trained in the main job."""
     s = settings
     if s.load_in_4bit:
         _require_4bit()
@@ -215,7 +224,7 @@ def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | Non
     elif not planner.is_peft:
         planner.merged_adapters, planner.base_model = (), None  # a full model: nothing to record
     _sync_pad(planner)
-    planner.model.eval()  # as transformers' from_pretrained: the trainer calls .train()
+    planner.model.eval()  # and it stays so: SFT and RLTF train in eval mode (no dropout)
     return planner
 
 
@@ -426,17 +435,89 @@ def ensure_embedded_planner(settings: EmbeddedSettings, tokenizer_texts: Sequenc
     return target
 
 
+# ------------------------------------------------------------------------------ SFT -> RLTF handoff
+def check_kl_reference(settings: PlannerSettings, *, sft: bool, kl_coef: float) -> None:
+    """Refuse, before anything loads, the runs whose KL reference would not be the policy RLTF
+    starts from (``sft``: a supervised warm start runs first; ``kl_coef``: ``rltf.kl_coef``).
+
+    With LoRA the reference is the adapter-disabled model, so an adapter that already learned
+    something (trained by SFT, or loaded from ``planner.model``) must be merged into the base
+    first (:func:`rltf_start_planner`, :func:`load_planner`). Refused: keeping such an adapter
+    trainable (``planner.lora.merge_source_adapter=false``), and SFT on a 4-bit base
+    (``planner.load_in_4bit``), where merging is lossy."""
+    s = settings
+    if kl_coef <= 0 or not s.lora.enabled:
+        return  # no reference at all, or a full model: the trainer's frozen copy of the start policy
+    source_adapter = s.model != "embedded" and Path(s.model).expanduser().is_dir() and \
+        _dir_kind(Path(s.model).expanduser()) == "adapter"
+    if not (sft or source_adapter):
+        return  # a fresh adapter on the loaded model: adapter disabled == the start policy
+    what = "the adapter SFT trains (sft.enabled=true)" if sft else f"the adapter planner.model={s.model!r}"
+    if not s.lora.merge_source_adapter:
+        raise PlannerError(
+            f"rltf.kl_coef={kl_coef} with planner.lora.merge_source_adapter=false: RLTF would keep training {what}, "
+            "so the KL reference (the adapter-disabled model) would be the base model without it, not the policy "
+            "RLTF starts from; set planner.lora.merge_source_adapter=true (merge it into the base, train a fresh "
+            "adapter on top) or rltf.kl_coef=0")
+    if s.load_in_4bit and sft:
+        raise PlannerError(
+            f"rltf.kl_coef={kl_coef} with sft.enabled=true and planner.load_in_4bit=true: the KL reference must be "
+            "the fine-tuned policy, i.e. the SFT adapter merged into the base, and merging into a 4-bit base is "
+            "lossy; set rltf.kl_coef=0, sft.enabled=false, or planner.load_in_4bit=false")
+
+
+def merges_sft_adapter(settings: PlannerSettings) -> bool:
+    """Does RLTF start from the SFT adapter merged into the base plus a fresh adapter
+    (:func:`rltf_start_planner`)? LoRA with ``merge_source_adapter`` on a base that is not 4-bit."""
+    return settings.lora.enabled and settings.lora.merge_source_adapter and not settings.load_in_4bit
+
+
+def rltf_start_planner(planner: Planner, settings: PlannerSettings, sft_dir: str | os.PathLike) -> Planner:
+    """The SFT -> RLTF handoff: the planner RLTF starts from after the supervised warm start saved
+    in ``sft_dir`` (:meth:`Planner.save_pretrained` of ``planner``), chosen so that
+    :class:`ReferencePolicy` of it IS that policy (KL exactly 0 at RL step 0).
+
+    * LoRA with ``planner.lora.merge_source_adapter`` (the default): the SFT adapter is merged into
+      the base and a fresh adapter trains on top, i.e. exactly what ``load_planner`` gives for
+      ``planner.model=<sft_dir>`` (so a run that fine-tunes first and one started from a saved
+      ``sft/`` are the same). It is rebuilt from the saved folder, on the CPU, after ``planner``'s
+      model is released — hold no other reference to it — so there is never a second copy in
+      memory, and the merge is the same arithmetic that :meth:`Planner.from_pretrained` (resume,
+      evaluation) repeats on an RLTF checkpoint, which carries the SFT adapter under
+      ``merged_adapters/``. ``planner`` is updated in place and returned; the caller puts the
+      model on its device and shards it again. The adapter is fresh: an RLTF checkpoint is what
+      ``resume`` loads into it.
+    * a full model, or LoRA with ``merge_source_adapter: false``: ``planner`` itself, unchanged
+      (a full model's reference is the trainer's frozen copy of it; a still-trained adapter has
+      no valid KL reference, see :func:`check_kl_reference`).
+    A 4-bit base is never merged (lossy): with ``load_in_4bit`` the SFT adapter keeps training."""
+    s = settings
+    if not merges_sft_adapter(s):
+        return planner
+    sft_dir = Path(sft_dir).resolve()
+    planner.model = None  # release the fine-tuned model before its merged copy is built
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    fresh = load_planner(dataclasses.replace(s, model=str(sft_dir)))
+    for f in dataclasses.fields(Planner):
+        setattr(planner, f.name, getattr(fresh, f.name))
+    return planner
+
+
 # ------------------------------------------------------------------------------ KL reference
 class ReferencePolicy:
-    """The frozen initial policy pi_ref for a KL penalty; create it BEFORE the first update.
+    """The frozen policy pi_ref RLTF starts from, for a KL penalty; create it BEFORE the first update.
 
     With a PEFT (LoRA) planner it costs no memory: ``with ref() as m:`` yields the same model
-    inside ``model.disable_adapter()``, i.e. the base weights, which is exactly the policy
-    training started from because the adapter was fresh (LoRA's B matrix starts at zero) and
-    any earlier adapter (SFT) was merged into the base by :func:`load_planner`. With a full
-    model it holds a frozen deep copy taken at construction. Either way the forward runs under
-    ``torch.no_grad()`` in eval mode (no dropout); the train/eval mode is restored afterwards.
-    Call it with the unwrapped model's planner (accelerate's ``unwrap_model``), not DDP."""
+    inside ``model.disable_adapter()``, i.e. the base weights. That is the policy RLTF starts
+    from only while the adapter is fresh (LoRA's B matrix starts at zero) and every earlier
+    adapter is merged into the base: :func:`load_planner` merges an adapter given as
+    ``planner.model``, and :func:`rltf_start_planner` merges the adapter SFT trained in the same
+    run. (A planner whose adapter was already trained would get the wrong reference here.) With
+    a full model it holds a frozen deep copy taken at construction. Either way the forward runs
+    under ``torch.no_grad()`` in eval mode (no dropout); the train/eval mode is restored
+    afterwards. Call it with the unwrapped model's planner (accelerate's ``unwrap_model``), not DDP."""
 
     def __init__(self, planner: Planner):
         self.planner = planner
