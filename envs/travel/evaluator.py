@@ -347,6 +347,8 @@ class TravelEvaluator:
     def within_sandbox(self, q: TravelQuery, days: Plan) -> Verdict:
         ix = self.index
         for i, u in enumerate(days):
+            if "transportation" not in u:  # the official check indexes it directly and raises
+                return _fail(f"Day {i + 1} has no transportation field, so it can not be checked against the sandbox.")
             t = as_text(u.get("transportation"))
             if filled(t):
                 o, d = from_to(t)
