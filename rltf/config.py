@@ -89,7 +89,7 @@ class PlannerSettings:
     lora: LoraSettings = field(default_factory=LoraSettings)
     load_in_4bit: bool = False  # QLoRA: needs bitsandbytes, a CUDA GPU and lora.enabled
     embedded: EmbeddedSettings = field(default_factory=EmbeddedSettings)
-    max_prompt_tokens: int = num(64, gt=0)
+    max_prompt_tokens: int = num(256, gt=0)  # sets tokenizer.model_max_length: prompts are cut to it
     max_plan_tokens: int = num(64, gt=0)
 
 

@@ -223,6 +223,7 @@ def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | Non
         planner.base_model = base
     elif not planner.is_peft:
         planner.merged_adapters, planner.base_model = (), None  # a full model: nothing to record
+    planner.tokenizer.model_max_length = s.max_prompt_tokens  # prompts are cut to it (prompts.encode_prompts)
     _sync_pad(planner)
     planner.model.eval()  # and it stays so: SFT and RLTF train in eval mode (no dropout)
     return planner

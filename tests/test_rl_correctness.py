@@ -258,3 +258,18 @@ def test_checkpoint_docs_claim_no_rng_state():
 
     assert "RNG state" not in (ck.__doc__ or "").split("No RNG state")[0]
     assert not hasattr(ck, "rng_state") and not hasattr(ck, "set_rng_state")
+
+
+def test_load_planner_applies_max_prompt_tokens_and_saved_planners_keep_it(tmp_path):
+    from rltf.config import PlannerSettings
+    from rltf.planner import load_planner
+
+    tok = bpe_tokenizer()
+    Planner(tiny_llama(tok, seed=0), tok, False, "tiny-llama").save_pretrained(tmp_path / "src")
+    planner = load_planner(PlannerSettings(model=str(tmp_path / "src"), max_prompt_tokens=20))
+    assert planner.tokenizer.model_max_length == 20
+    with pytest.warns(UserWarning, match="longer than 20 tokens"):
+        ids = encode_prompts(planner.tokenizer, ["word " * 40], False)
+    assert len(ids[0]) == 20
+    planner.save_pretrained(tmp_path / "saved")  # a checkpoint remembers the limit it ran with
+    assert Planner.from_pretrained(tmp_path / "saved").tokenizer.model_max_length == 20
