@@ -61,9 +61,10 @@ class LoraSettings:
     dropout: float = num(0.05, ge=0, lt=1)
     # null: PEFT's default for the model type (q,v for T5; q_proj,v_proj for Llama).
     target_modules: Optional[list[str]] = None
-    # When planner.model is a LoRA adapter dir: merge it into the base and train a fresh adapter
-    # on top (the adapter-disabled model is then the loaded policy, the right KL reference for
-    # RLTF after LoRA SFT); false: keep training the loaded adapter itself.
+    # A LoRA adapter that RLTF starts from — planner.model given as an adapter dir, or this run's
+    # own SFT adapter (sft/) — is merged into the base and a fresh adapter trains on top, so the
+    # adapter-disabled model (the KL reference) is exactly the policy RLTF starts from; false:
+    # keep training that adapter itself (refused with rltf.kl_coef > 0: the reference would be wrong).
     merge_source_adapter: bool = True
 
 
