@@ -22,7 +22,8 @@ from envs.openagi.split import load_split
 from rltf import evaluate as ev
 from rltf.config import RunConfig, config_to_yaml, save_config
 from rltf.distributed import Sharding, shard_planner, sharding_for
-from rltf.planner import Planner, check_kl_reference, load_planner, merges_sft_adapter, rltf_start_planner
+from rltf.planner import Planner
+from rltf.planner_loading import check_kl_reference, load_planner, merges_sft_adapter, rltf_start_planner
 from rltf.sft import supervised_finetune
 from rltf.tracking import Tracker, plot_rewards, write_json
 from rltf.trainer import RLTFTrainer

@@ -39,7 +39,8 @@ from rltf.checkpoint import ENGINE_DIR, MODEL_DIR, latest_checkpoint, load_state
 from rltf.config import RunConfig
 from rltf.distributed import Sharding
 from rltf.optim import make_optimizer
-from rltf.planner import Planner, ReferencePolicy
+from rltf.planner import Planner
+from rltf.reference import ReferencePolicy
 
 
 @dataclass

@@ -13,15 +13,11 @@ import transformers as tf
 
 from envs.openagi.tools import OPENAGI_TOOLS
 from rltf.config import EmbeddedSettings, LoraSettings, PlannerSettings
-from rltf.planner import (
-    PLANNER_FILE,
-    Planner,
-    PlannerError,
-    ReferencePolicy,
-    build_embedded_planner,
-    ensure_embedded_planner,
-    load_planner,
-)
+from rltf.embedded import build_embedded_planner, ensure_embedded_planner
+from rltf.hf_models import PlannerError
+from rltf.planner import PLANNER_FILE, Planner
+from rltf.planner_loading import load_planner
+from rltf.reference import ReferencePolicy
 from rltf.tokenizer import default_tokenizer_texts, train_plan_tokenizer
 
 # PEFT calls a transformers method deprecated in v5; not ours to fix.

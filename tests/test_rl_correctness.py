@@ -262,7 +262,7 @@ def test_checkpoint_docs_claim_no_rng_state():
 
 def test_load_planner_applies_max_prompt_tokens_and_saved_planners_keep_it(tmp_path):
     from rltf.config import PlannerSettings
-    from rltf.planner import load_planner
+    from rltf.planner_loading import load_planner
 
     tok = bpe_tokenizer()
     Planner(tiny_llama(tok, seed=0), tok, False, "tiny-llama").save_pretrained(tmp_path / "src")

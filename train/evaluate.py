@@ -19,7 +19,7 @@ from envs.openagi.split import load_split  # noqa: E402
 from rltf import evaluate as ev  # noqa: E402
 from rltf.config import load_config  # noqa: E402
 from rltf.pipeline import make_envs  # noqa: E402
-from rltf.planner import load_planner  # noqa: E402
+from rltf.planner_loading import load_planner  # noqa: E402
 from rltf.tracking import write_json  # noqa: E402
 
 
