@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import envs.openagi.lite.image_experts as ie
-from envs.openagi.lite.image_data import (
+from envs.openagi.task_data.images import (
     DEGRADATIONS,
     DIGIT_WORDS,
     LUMA,
@@ -26,6 +26,12 @@ from envs.openagi.lite.image_data import (
     train_digit_images,
     train_photo_crops,
 )
+from envs.openagi.lite.image.caching import _cached
+from envs.openagi.lite.image.classification import classifier_model
+from envs.openagi.lite.image.colorization import colorize, colorizer_table
+from envs.openagi.lite.image.deblurring import deblur
+from envs.openagi.lite.image.denoising import denoise
+from envs.openagi.lite.image.super_resolution import super_resolve
 from envs.openagi.metrics.image import image_similarity, image_similarity_batch
 from envs.openagi.registry import IMAGE, TEXT, ToolRegistry
 
@@ -38,11 +44,11 @@ def fresh_cache(tmp_path_factory):
     root = tmp_path_factory.mktemp("rltf-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RLTF_CACHE_DIR", str(root))
-        ie.colorizer_table.cache_clear()
-        ie.classifier_model.cache_clear()
+        colorizer_table.cache_clear()
+        classifier_model.cache_clear()
         yield root
-        ie.colorizer_table.cache_clear()
-        ie.classifier_model.cache_clear()
+        colorizer_table.cache_clear()
+        classifier_model.cache_clear()
 
 
 @pytest.fixture(scope="module")
@@ -177,46 +183,46 @@ def test_experts_are_batched_and_keep_shapes(registry, crops):
 def test_denoising_helps_on_noisy_crops_and_barely_touches_clean_ones(crops):
     rng = np.random.default_rng(1)
     noisy = [degrade_image(c, ["noisy"], rng) for c in crops]
-    assert mean_sim([ie.denoise(x) for x in noisy], crops) > mean_sim(noisy, crops) + 0.1
-    assert mean_sim([ie.denoise(c) for c in crops], crops) > 0.98
+    assert mean_sim([denoise(x) for x in noisy], crops) > mean_sim(noisy, crops) + 0.1
+    assert mean_sim([denoise(c) for c in crops], crops) > 0.98
 
 
 def test_deblurring_helps_on_blurry_crops_and_rings_on_sharp_ones(crops):
     rng = np.random.default_rng(2)
     blurry = [degrade_image(c, ["blurry"], rng) for c in crops]
-    assert mean_sim([ie.deblur(x) for x in blurry], crops) > mean_sim(blurry, crops) + 0.08
-    assert mean_sim([ie.deblur(c) for c in crops], crops) < 0.8
+    assert mean_sim([deblur(x) for x in blurry], crops) > mean_sim(blurry, crops) + 0.08
+    assert mean_sim([deblur(c) for c in crops], crops) < 0.8
 
 
 def test_super_resolution_beats_nearest_and_bicubic_and_misuse_costs(crops):
     small = [downsample(c) for c in crops]
-    sr = mean_sim([ie.super_resolve(x) for x in small], crops)
+    sr = mean_sim([super_resolve(x) for x in small], crops)
     assert sr > mean_sim(small, crops) + 0.02  # the metric enlarges un-upscaled images (nearest)
     bicubic = [cv2.resize(x, (64, 64), interpolation=cv2.INTER_CUBIC) for x in small]
     assert sr > mean_sim(bicubic, crops) + 0.005
-    assert mean_sim([ie.super_resolve(c) for c in crops], crops) < 0.98  # doubled a full-size image
+    assert mean_sim([super_resolve(c) for c in crops], crops) < 0.98  # doubled a full-size image
 
 
 def test_colorizer_beats_gray_on_average_and_misuse_costs(fresh_cache, crops):
     many = photo_crops(48, seed=11)
     gray = [to_grayscale(c) for c in many]
-    colorized = [ie.colorize(g) for g in gray]
+    colorized = [colorize(g) for g in gray]
     assert mean_sim(colorized, many) > mean_sim(gray, many) + 0.008
     for g, c in zip(gray[:4], colorized[:4]):  # luminance is kept
         assert np.allclose(g @ LUMA, c @ LUMA, atol=0.03)
-    assert mean_sim([ie.colorize(c) for c in crops], crops) < 0.97  # colour replaced
+    assert mean_sim([colorize(c) for c in crops], crops) < 0.97  # colour replaced
     assert list((fresh_cache / "lite").glob("colorizer-*.npz"))
 
 
 def test_restoration_order_matters(crops):
     rng = np.random.default_rng(4)
     low_noisy = [degrade_image(c, ["low-resolutioned", "noisy"], rng) for c in crops]
-    good = [ie.super_resolve(ie.denoise(x)) for x in low_noisy]  # physical inverse order
-    naive = [ie.denoise(ie.super_resolve(x)) for x in low_noisy]  # description order
+    good = [super_resolve(denoise(x)) for x in low_noisy]  # physical inverse order
+    naive = [denoise(super_resolve(x)) for x in low_noisy]  # description order
     assert mean_sim(good, crops) > mean_sim(naive, crops) + 0.05
     noisy_blurry = [degrade_image(c, ["noisy", "blurry"], rng) for c in crops]
-    assert mean_sim([ie.denoise(ie.deblur(x)) for x in noisy_blurry], crops) < mean_sim(
-        [ie.denoise(x) for x in noisy_blurry], crops
+    assert mean_sim([denoise(deblur(x)) for x in noisy_blurry], crops) < mean_sim(
+        [denoise(x) for x in noisy_blurry], crops
     ) - 0.05  # deblurring first amplifies the noise
 
 
@@ -240,18 +246,18 @@ def test_classifier_is_accurate_on_clean_task_digits_and_takes_any_size(fresh_ca
 
 
 def test_learned_experts_are_reloaded_from_the_cache(fresh_cache):
-    table = ie.colorizer_table()
-    ie.colorizer_table.cache_clear()
-    assert np.array_equal(ie.colorizer_table(), table)
+    table = colorizer_table()
+    colorizer_table.cache_clear()
+    assert np.array_equal(colorizer_table(), table)
     calls = []
 
     def train(config):
         calls.append(config)
         return {"w": np.arange(3.0)}
 
-    first = ie._cached("probe", {"a": 1}, train)
-    second = ie._cached("probe", {"a": 1}, train)
-    ie._cached("probe", {"a": 2}, train)
+    first = _cached("probe", {"a": 1}, train)
+    second = _cached("probe", {"a": 1}, train)
+    _cached("probe", {"a": 2}, train)
     assert np.array_equal(first["w"], second["w"]) and len(calls) == 2
 
 
@@ -261,7 +267,7 @@ def test_image_similarity_properties(crops):
     assert image_similarity(a, a) == pytest.approx(1.0)
     assert 0.0 <= image_similarity(b, a) < 0.9
     noisy = degrade_image(a, ["noisy"], np.random.default_rng(0))
-    assert image_similarity(noisy, a) < image_similarity(ie.denoise(noisy), a) < 1.0
+    assert image_similarity(noisy, a) < image_similarity(denoise(noisy), a) < 1.0
     assert image_similarity(1.0 - a, a) >= 0.0  # anti-correlated: clipped, not negative
 
 
@@ -271,7 +277,7 @@ def test_image_similarity_handles_sizes_and_non_images(crops):
     nearest = cv2.resize(small, (64, 64), interpolation=cv2.INTER_NEAREST)
     assert image_similarity(small, a) == pytest.approx(image_similarity(nearest, a))
     assert 0.0 < image_similarity(small, a) < 1.0
-    assert image_similarity(ie.super_resolve(a), a) < 1.0  # too big: decimated, not rejected
+    assert image_similarity(super_resolve(a), a) < 1.0  # too big: decimated, not rejected
     assert image_similarity("a photo of a cat", a) == 0.0
     assert image_similarity(None, a) == 0.0
     assert image_similarity(np.zeros((4, 4, 5)), a) == 0.0

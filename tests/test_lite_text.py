@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from envs.openagi.lite import text_data as td
+from envs.openagi.task_data import texts as td
 from envs.openagi.lite import text_experts as te
 from envs.openagi.lite.text.common import split_sentences
 from envs.openagi.lite.text.fill_mask import fill_mask

@@ -31,7 +31,8 @@ CLOZED = "clozed"
 SUITE_LIMITS = {"lite": PlanLimits(max_tools=5, max_branch=2, max_tail=1),
                 "full": PlanLimits(max_tools=6, max_branch=4, max_tail=2)}
 
-# The restoration expert that undoes each degradation (the reference plan's fixed rule).
+# The restoration expert that undoes each degradation: the reference plan's fixed rule (and the
+# description-order plan of the lite image report, envs.openagi.lite.image_experts).
 RESTORER = {
     "low-resolutioned": "Image Super Resolution",
     "noisy": "Image Denoising",
@@ -165,24 +166,24 @@ LITE_METRICS = {
 
 def _lite_samples(spec: TaskSpec, n: int, seed: int) -> list[tuple[tuple, object]]:
     """(inputs, target) pairs for one lite task: clean data, then the task's degradations."""
-    from envs.openagi.lite import image_data, text_data
+    from envs.openagi.task_data import images, texts
 
     rng = np.random.default_rng(seed)
 
     def deg_text(text: str, degr: tuple[str, ...]) -> str:
-        return text_data.cloze(text, rng) if CLOZED in degr else text
+        return texts.cloze(text, rng) if CLOZED in degr else text
 
     kind, (d0, *rest) = spec.output_kind, spec.degradations
     if kind == "image":
-        return [((image_data.degrade_image(x, d0, rng),), x) for x in image_data.photo_crops(n, seed)]
+        return [((images.degrade_image(x, d0, rng),), x) for x in images.photo_crops(n, seed)]
     if kind == "class_label":
-        return [((image_data.degrade_image(x, d0, rng),), y) for x, y in image_data.digit_images(n, seed)]
+        return [((images.degrade_image(x, d0, rng),), y) for x, y in images.digit_images(n, seed)]
     if kind == "sentiment":
-        return [((deg_text(x, d0),), y) for x, y in text_data.review_samples(n, seed)]
+        return [((deg_text(x, d0),), y) for x, y in texts.review_samples(n, seed)]
     if kind == "summary":
-        return [((deg_text(x, d0),), y) for x, y in text_data.summary_samples(n, seed)]
+        return [((deg_text(x, d0),), y) for x, y in texts.summary_samples(n, seed)]
     if kind == "answer" and spec.inputs == (TEXT, TEXT):
-        return [((deg_text(doc, d0), deg_text(q, rest[0])), a) for doc, q, a in text_data.qa_samples(n, seed)]
+        return [((deg_text(doc, d0), deg_text(q, rest[0])), a) for doc, q, a in texts.qa_samples(n, seed)]
     raise ValueError(f"the lite suite has no data for {spec.description!r}")
 
 

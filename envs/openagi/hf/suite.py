@@ -112,8 +112,8 @@ def task_rng(seed: int, task_id: int) -> np.random.Generator:
 def task_samples(spec: TaskSpec, task_id: int, records: Sequence[Record], seed: int) -> list[tuple[tuple, Any]]:
     """(inputs, target) for each record: the task's degradations applied, the target in the
     task's language. Images come back float32 in [0, 1]."""
-    from envs.openagi.lite.image_data import degrade_image
-    from envs.openagi.lite.text_data import cloze
+    from envs.openagi.task_data.images import degrade_image
+    from envs.openagi.task_data.texts import cloze
 
     rng = task_rng(seed, task_id)
     degr = spec.degradations

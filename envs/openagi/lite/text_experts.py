@@ -38,7 +38,7 @@ from envs.openagi.lite.text.ngram import language_model, trigger_model
 from envs.openagi.lite.text.qa import answer_questions
 from envs.openagi.lite.text.sentiment import _vader, sentiment
 from envs.openagi.lite.text.summarization import summarize
-from envs.openagi.lite.text_data import MASK
+from envs.openagi.task_data.texts import MASK
 from envs.openagi.registry import ToolRegistry
 from envs.openagi.tools import register_spec
 
@@ -58,14 +58,14 @@ def register_text_experts(registry: ToolRegistry) -> None:
 
 
 def _masked_word(original: str, clozed: str) -> str:
-    """The word :func:`~envs.openagi.lite.text_data.cloze` replaced in ``original``."""
+    """The word :func:`~envs.openagi.task_data.texts.cloze` replaced in ``original``."""
     i = clozed.index(MASK)
     return original[i : i + len(original) - len(clozed) + len(MASK)]
 
 
 def fill_mask_top1(texts: Sequence[str], seed: int = 0) -> float:
     """Top-1 accuracy of Fill Mask on one cloze per text (case-insensitive word match)."""
-    from envs.openagi.lite.text_data import cloze
+    from envs.openagi.task_data.texts import cloze
 
     rng = np.random.default_rng(seed)
     clozed = [cloze(t, rng) for t in texts]
@@ -85,7 +85,7 @@ def report(n: int = 240, seed: int = 0, cloze_seeds: int = 5) -> None:
     Figures on clozed inputs are means over ``cloze_seeds`` independent clozes of every sample."""
     import time
 
-    from envs.openagi.lite import text_data as td
+    from envs.openagi.task_data import texts as td
     from envs.openagi.metrics.text import semantic_similarity, summary_similarity, token_f1
 
     reviews = td.review_samples(n, seed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from envs.openagi.lite.text_data import FUNCTION_WORDS, MASK
+from envs.openagi.task_data.texts import FUNCTION_WORDS, MASK
 
 BOS, EOS = "<s>", "</s>"
 

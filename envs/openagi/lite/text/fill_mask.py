@@ -18,14 +18,14 @@ from envs.openagi.lite.text.common import (
     split_sentences,
 )
 from envs.openagi.lite.text.ngram import KneserNeyLM, TriggerModel, language_model, trigger_model
-from envs.openagi.lite.text_data import FUNCTION_WORDS, MASK
+from envs.openagi.task_data.texts import FUNCTION_WORDS, MASK
 
 _SENT_END = re.compile(r"[.!?][\"')\]]?\s+")
 _SENT_END_RIGHT = re.compile(r"[.!?][\"')\]]?(?:\s|$)")
 
 
 FILL_CONTENT_WORDS_ONLY = True
-"""Fill masks only with content words: :func:`~envs.openagi.lite.text_data.cloze` masks a content
+"""Fill masks only with content words: :func:`~envs.openagi.task_data.texts.cloze` masks a content
 word whenever a text has one, so a function word is almost never the answer (on held-out expert
 text this raises top-1 from 0.127 to 0.152)."""
 

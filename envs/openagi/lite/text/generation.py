@@ -11,7 +11,7 @@ import numpy as np
 
 from envs.openagi.lite.text.common import BOS, EOS, _check_texts, _is_word, lm_tokens, split_sentences
 from envs.openagi.lite.text.ngram import KneserNeyLM, language_model
-from envs.openagi.lite.text_data import FUNCTION_WORDS
+from envs.openagi.task_data.texts import FUNCTION_WORDS
 
 GEN_WORDS = (8, 15)
 """Inclusive range of words the Text Generation distractor appends."""

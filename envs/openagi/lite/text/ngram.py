@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from envs.openagi.lite.text.common import BOS, EOS, _is_word, content_words, lm_tokens, split_sentences
-from envs.openagi.lite.text_data import MASK, expert_texts
+from envs.openagi.task_data.texts import MASK, expert_texts
 
 
 class KneserNeyLM:

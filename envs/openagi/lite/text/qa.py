@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from envs.openagi.lite.text.common import _check_texts, split_sentences
 from envs.openagi.lite.text.ngram import language_model
-from envs.openagi.lite.text_data import FUNCTION_WORDS, MASK
+from envs.openagi.task_data.texts import FUNCTION_WORDS, MASK
 
 _QA_STOP = FUNCTION_WORDS - frozenset(
     "one two three four five six eight nine ten eleven twelve fifteen twenty forty fifty sixty hundred "

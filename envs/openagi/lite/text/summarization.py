@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from envs.openagi.lite.text.common import _check_texts, split_sentences
-from envs.openagi.lite.text_data import FUNCTION_WORDS, MASK
+from envs.openagi.task_data.texts import FUNCTION_WORDS, MASK
 
 
 def _summarize_one(text: str) -> str:

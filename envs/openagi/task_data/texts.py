@@ -1,10 +1,10 @@
 """English text written for rltf, split into an EXPERT and a TASK partition, and the cloze degradation.
 
-The corpus (``lite/corpus/*.json``) holds short reviews with sentiment labels, short passages with
-an abstractive reference summary and extractive questions, and general English sentences. Every
-item has a fixed ``partition``: ``"expert"`` items only train learned experts (the Fill Mask and
-Text Generation language model), ``"task"`` items only make benchmark samples, so no learned
-expert is ever scored on text it was trained on.
+The corpus (``task_data/corpus/*.json``) holds short reviews with sentiment labels, short
+passages with an abstractive reference summary and extractive questions, and general English
+sentences. Every item has a fixed ``partition``: ``"expert"`` items only train learned experts
+(the Fill Mask and Text Generation language model), ``"task"`` items only make benchmark
+samples, so no learned expert is ever scored on text it was trained on.
 
 Sampling rule when ``n`` exceeds the task pool: the pool is shuffled once per pass with the
 sample RNG and passes are concatenated, so every item appears once before any appears twice

@@ -1,0 +1,35 @@
+"""Learned experts' arrays, trained once per config and kept as .npz under ``rltf_cache_dir('lite')``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from envs.openagi.cache_dir import rltf_cache_dir
+
+
+def _config_key(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _cached(
+    name: str, config: dict, train: Callable[[dict], dict[str, np.ndarray]]
+) -> dict[str, np.ndarray]:
+    """Arrays trained once per config and kept as .npz under ``rltf_cache_dir('lite')``."""
+    path: Path = rltf_cache_dir("lite") / f"{name}-{_config_key(config)}.npz"
+    if path.exists():
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                return {k: f[k] for k in f.files}
+        except (OSError, ValueError):
+            pass  # a corrupt or partial file: retrain and overwrite it
+    arrays = train(config)
+    tmp = path.with_suffix(f".{time.time_ns()}.tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+    return arrays
