@@ -37,7 +37,7 @@ def hf_backend_config(cfg: RunConfig):
 
 def data_sources(cfg: RunConfig) -> dict:
     """``env.datasets`` applied to the default hub sources (a ConfigError naming the key otherwise)."""
-    from envs.openagi.hf.data import resolve_sources
+    from envs.openagi.hf.sources import resolve_sources
 
     try:
         return resolve_sources(cfg.env.datasets)

@@ -32,16 +32,8 @@ from PIL import Image
 import hf_tiny
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.hf import HFBackend, HFBackendConfig
-from envs.openagi.hf.data import (
-    DEFAULT_SOURCES,
-    DatasetAccessError,
-    add_german,
-    fetch_records,
-    hub_error,
-    load_records,
-    prepare_image,
-    resolve_sources,
-)
+from envs.openagi.hf.records import add_german, fetch_records, load_records, prepare_image
+from envs.openagi.hf.sources import DEFAULT_SOURCES, DatasetAccessError, hub_error, resolve_sources
 from envs.openagi.hf.suite import (
     DiskSamples,
     build_full_suite,
@@ -437,7 +429,7 @@ def test_images_are_shrunk_to_even_sizes_and_german_needs_one_output_per_text():
 
 
 def fetch_like(targets):
-    from envs.openagi.hf.data import Record
+    from envs.openagi.hf.records import Record
 
     return [Record("sst2", i, t, text=t) for i, t in enumerate(targets)]
 

@@ -36,15 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.openagi.hf.data import (
-    DataSource,
-    Record,
-    add_german,
-    fetch_records,
-    needed_sources,
-    resolve_sources,
-    save_records,
-)
+from envs.openagi.hf.records import Record, add_german, fetch_records, save_records
+from envs.openagi.hf.sources import DataSource, needed_sources, resolve_sources
 from envs.openagi.hf.models import BERTSCORE, CLIP_SCORE, VIT_SCORE
 from envs.openagi.registry import IMAGE, TEXT, ToolRegistry
 from envs.openagi.suite import CLOZED, TaskSpec, task_specs
