@@ -30,6 +30,8 @@ from envs.travel.schema import (
     ROOM_TYPES,
 )
 
+# pandas < 3 parses floats with a fast, not always round-trip parser unless asked
+_READ_KW = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
 MARCH_2022 = [f"2022-03-{d:02d}" for d in range(1, 32)]
 TABLES = ("flights", "accommodations", "restaurants", "attractions", "distances")
 
@@ -341,7 +343,7 @@ def load_database(database_dir: str | Path) -> SandboxDB:
         if not path.is_file():
             raise FileNotFoundError(
                 f"missing {DATABASE_FILES[table]} under {root} (the {table} table of the TravelPlanner database)")
-        df = pd.read_csv(path, float_precision="round_trip")
+        df = pd.read_csv(path, **_READ_KW)
         missing = [c for c in COLUMNS[table] if c not in df.columns]
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing}; expected {COLUMNS[table]}")

@@ -1,0 +1,238 @@
+"""``TravelPlanner-Sandbox-v0``: one episode is one travel query; the action is a plan text.
+
+``reset()`` picks a query of the configured split (or ``options={"query": id}``) and returns its
+natural-language text; ``info`` holds the structured query. ``step(plan_text)`` judges the plan with
+the official rules (:mod:`envs.travel.evaluator`) and ends the episode. Text that is not a plan
+scores 0 with the reason in ``info["error"]``; nothing a planner emits can crash the env.
+
+Reward (:class:`RewardWeights`, configurable), in [0, 1]::
+
+    reward = (w_pass * final_pass + w_commonsense * commonsense_passed / 8
+              + w_hard * hard_passed / hard_set) / (w_pass + w_commonsense + w_hard)
+
+where ``hard_set`` counts the budget plus the local constraints the query sets, and hard
+constraints that are not judged (plan incomplete or outside the sandbox) count as failed.
+Defaults 0.5 / 0.25 / 0.25: a plan that passes everything scores 1, an undelivered one 0.
+
+For RL, :meth:`TravelPlannerEnv.score` scores many (query, plan) pairs in one call. Planners that
+look things up use :attr:`TravelPlannerEnv.tools` (flights, restaurants, accommodations,
+attractions, distances, cities); :meth:`TravelPlannerEnv.candidates` lists, per query, every entity
+string a plan may use (the interface for a per-query decoding grammar); :meth:`reference_plan` is
+the exact solver's plan (for supervised warm start).
+
+``database_dir=`` loads the real TravelPlanner database from the public repository's CSVs and
+``queries_source=`` (default ``osunlp/TravelPlanner``, split ``queries_split``) its queries.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.travel.evaluator import PlanEvaluation, TravelEvaluator, summarize
+from envs.travel.index import SandboxIndex
+from envs.travel.plans import format_plan
+from envs.travel.query import TravelQuery
+
+CHARSET = frozenset(string.printable)
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    final_pass: float = 0.5
+    commonsense: float = 0.25
+    hard: float = 0.25
+
+    def __post_init__(self):
+        ws = (self.final_pass, self.commonsense, self.hard)
+        if any(w < 0 for w in ws) or sum(ws) <= 0:
+            raise ValueError(f"reward weights must be >= 0 with a positive sum, got {ws}")
+
+    def reward(self, ev: PlanEvaluation) -> float:
+        if not ev.delivered:
+            return 0.0
+        r = (self.final_pass * float(ev.final_pass) + self.commonsense * ev.commonsense_passed / 8
+             + self.hard * ev.hard_passed / max(1, ev.hard_applicable))
+        return float(r / (self.final_pass + self.commonsense + self.hard))
+
+
+@dataclass
+class TravelResult:
+    query_id: int
+    plan_text: str
+    reward: float
+    evaluation: PlanEvaluation = field(repr=False)
+
+    @property
+    def valid(self) -> bool:
+        return self.evaluation.delivered
+
+    @property
+    def error(self) -> str | None:
+        return self.evaluation.error
+
+    def info(self) -> dict[str, Any]:
+        ev = self.evaluation
+        return {
+            "query_id": self.query_id, "plan": self.plan_text, "valid": ev.delivered, "error": ev.error,
+            "error_reason": ev.error_reason, "final_pass": ev.final_pass,
+            "commonsense_pass": ev.commonsense_pass, "hard_pass": ev.hard_pass, "total_cost": ev.total_cost,
+            "verdicts": ev.verdicts(), "violations": ev.violations(),
+            "constraints": ev.as_dict()["commonsense"] | (ev.as_dict()["hard"] or {}),
+        }
+
+
+class TravelPlannerEnv(gym.Env):
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        split: str = "train",
+        seed: int = 0,
+        reward_weights: RewardWeights | dict | None = None,
+        official_quirks: bool = False,
+        database_dir: str | Path | None = None,
+        queries_source: str | Path | None = None,
+        queries_split: str = "validation",
+        queries: Sequence[TravelQuery] | None = None,
+        render_mode: str | None = None,
+    ):
+        from envs.travel.split import SPLITS
+
+        if split not in (*SPLITS, "all"):
+            raise ValueError(f"unknown split {split!r}; expected one of {', '.join((*SPLITS, 'all'))}")
+        if database_dir is not None:
+            from envs.travel.queries import load_hub_queries
+            from envs.travel.sandbox import load_database
+
+            self.index = SandboxIndex(load_database(database_dir))
+            all_q = list(queries) if queries is not None else load_hub_queries(
+                queries_source or "osunlp/TravelPlanner", queries_split)
+            self.query_ids = [q.id for q in all_q]  # the hub split is the split
+        else:
+            from envs.travel.queries import default_queries
+            from envs.travel.split import load_split
+
+            self.index, default = default_queries(seed)
+            all_q = list(queries) if queries is not None else default
+            if queries is not None or split == "all":
+                self.query_ids = [q.id for q in all_q]
+            else:
+                self.query_ids = load_split(seed)[split]
+        self.queries_by_id = {q.id: q for q in all_q}
+        self.split = split
+        if isinstance(reward_weights, dict):
+            reward_weights = RewardWeights(**reward_weights)
+        self.weights = reward_weights or RewardWeights()
+        self.evaluator = TravelEvaluator(self.index, official_quirks=official_quirks)
+        self.render_mode = render_mode
+        self.observation_space = spaces.Text(max_length=4096, charset=CHARSET)
+        self.action_space = spaces.Text(max_length=32768, charset=CHARSET)
+        self.query: TravelQuery | None = None
+        self._last: TravelResult | None = None
+        self._tools = None
+        self._solver = None
+
+    # -------------------------------------------------------------------------------- gym API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        if "query" in options:
+            self.query = self.get_query(options["query"])
+        else:
+            self.query = self.queries_by_id[self.query_ids[int(self.np_random.integers(len(self.query_ids)))]]
+        self._last = None
+        return self.query.query, self._query_info(self.query)
+
+    def step(self, action: Any):
+        if self.query is None:
+            raise RuntimeError("call reset() before step()")
+        result = self.score([(self.query, action)])[0]
+        self._last = result
+        return self.query.query, result.reward, True, False, {**self._query_info(self.query), **result.info()}
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self.query is None:
+            return None
+        text = f"query {self.query.id}: {self.query.query}"
+        if self._last is not None:
+            text += f"\nreward: {self._last.reward:.4f}"
+            for k, why in self._last.evaluation.violations().items():
+                text += f"\n  {k}: {why}"
+        return text
+
+    # -------------------------------------------------------------------------------- batched
+    def get_query(self, query: int | str | TravelQuery) -> TravelQuery:
+        if isinstance(query, TravelQuery):
+            return query
+        if isinstance(query, (int, np.integer)) and int(query) in self.queries_by_id:
+            return self.queries_by_id[int(query)]
+        if isinstance(query, str):
+            for q in self.queries_by_id.values():
+                if q.query == query:
+                    return q
+        raise ValueError(f"unknown query {query!r}; expected an id in {min(self.queries_by_id)}..{max(self.queries_by_id)}, "
+                         "a query text or a TravelQuery")
+
+    def queries(self) -> list[TravelQuery]:
+        return [self.queries_by_id[i] for i in self.query_ids]
+
+    def score(self, pairs: Sequence[tuple[int | str | TravelQuery, Any]]) -> list[TravelResult]:
+        """Score (query, plan) pairs; plans are text (or lists of day records). Never raises on a plan."""
+        out = []
+        for qref, plan in pairs:
+            q = self.get_query(qref)
+            try:
+                ev = self.evaluator.evaluate(q, plan)
+            except Exception as exc:  # defensive: a plan must never crash the env
+                ev = PlanEvaluation(q.id, False, f"{type(exc).__name__}: {exc}", "internal",
+                                    hard_applicable=q.hard_constraint_count)
+            text = plan if isinstance(plan, str) else _safe_format(plan)
+            out.append(TravelResult(q.id, text, self.weights.reward(ev), ev))
+        return out
+
+    def metrics(self, pairs: Sequence[tuple[int | str | TravelQuery, Any]]) -> dict[str, float]:
+        """The official metrics (delivery, commonsense / hard micro and macro, final pass)."""
+        results = self.score(pairs)
+        return summarize([self.get_query(q) for q, _ in pairs], [r.evaluation for r in results])
+
+    # ------------------------------------------------------------------------ planner helpers
+    @property
+    def tools(self):
+        if self._tools is None:
+            from envs.travel.tools import TravelTools
+
+            self._tools = TravelTools(self.index)
+        return self._tools
+
+    def candidates(self, query: int | str | TravelQuery):
+        from envs.travel.candidates import query_candidates
+
+        return query_candidates(self.index, self.get_query(query))
+
+    def reference_plan(self, query: int | str | TravelQuery) -> str | None:
+        """The solver's minimum-cost plan passing every constraint (text), or None if none exists."""
+        from envs.travel.solver import TravelSolver
+
+        if self._solver is None:
+            self._solver = TravelSolver(self.index)
+        res = self._solver.solve(self.get_query(query))
+        return None if res is None else format_plan(res.plan)
+
+    @staticmethod
+    def _query_info(q: TravelQuery) -> dict[str, Any]:
+        return {"query_id": q.id, "query": q.as_dict(), "level": q.level, "days": q.days}
+
+
+def _safe_format(plan: Any) -> str:
+    try:
+        return format_plan(plan)
+    except Exception:
+        return repr(plan)
