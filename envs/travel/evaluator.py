@@ -603,12 +603,16 @@ def summarize_by_group(queries: Sequence[TravelQuery], evaluations: Sequence[Pla
     return out
 
 
-def constraint_pass_rates(evaluations: Sequence[PlanEvaluation]) -> dict[str, float]:
-    """Per-constraint pass rate over the plans where it applies (commonsense: all; hard: where set)."""
-    out = {}
-    for k in COMMONSENSE:
-        out[k] = sum(bool(e.delivered and e.commonsense.get(k, Verdict(False)).passed) for e in evaluations) / max(1, len(evaluations))
-    for k in HARD:
-        applicable = [e for e in evaluations if e.hard is None or e.hard[k].passed is not None]
-        out[k] = sum(e.hard is not None and e.hard[k].passed is True for e in applicable) / max(1, len(applicable))
+def constraint_pass_rates(queries: Sequence[TravelQuery], evaluations: Sequence[PlanEvaluation]) -> dict[str, float]:
+    """Per-constraint pass rate: commonsense over all plans, a hard constraint over the queries
+    that set it (budget: all); a hard constraint not judged counts as failed."""
+    n = max(1, len(evaluations))
+    out = {k: sum(bool(e.delivered and e.commonsense.get(k, Verdict(False)).passed) for e in evaluations) / n
+           for k in COMMONSENSE}
+    keys = {"budget": None, "room_rule": "house rule", "room_type": "room type", "cuisine": "cuisine",
+            "transportation": "transportation"}
+    for k, lc_key in keys.items():
+        idx = [i for i, q in enumerate(queries) if lc_key is None or q.local_constraint.get(lc_key)]
+        ok = sum(evaluations[i].hard is not None and evaluations[i].hard[k].passed is True for i in idx)
+        out[k] = ok / len(idx) if idx else float("nan")
     return out
