@@ -84,7 +84,7 @@ class RLTFTrainer:
         rl, env, acc = self.rl, self.env, self.acc
         t0 = time.perf_counter()
         rng = np.random.default_rng([self.cfg.seed, self.step])
-        env.np_random = np.random.default_rng([self.cfg.seed, self.step, acc.process_index, 1])
+        samples_rng = np.random.default_rng([self.cfg.seed, self.step, acc.process_index, 1])  # env sample subsets
         # the decoder makes its generator on the model's device from this seed (a CPU generator
         # cannot draw for CUDA tensors)
         sample_seed = int(rng.integers(2**62)) + acc.process_index
@@ -104,7 +104,7 @@ class RLTFTrainer:
         flat = [(t, p, s, d) for t, p, s, ds in zip(tasks, prompts, sigs, decoded) for d in ds]
 
         # 3. rewards from executing the plans
-        results = env.score([(t, d.plan) for t, _, _, d in flat])
+        results = env.score([(t, d.plan) for t, _, _, d in flat], rng=samples_rng)
         rewards = np.array([r.reward if math.isfinite(r.reward) else 0.0 for r in results])
 
         # 4. log π_c(plan), teacher-forced with gradients, under the sampler's masks and temperature

@@ -7,7 +7,6 @@ upper-case) is fully right. The names are OpenAGI's, so the tiny test tokenizers
 
 from __future__ import annotations
 
-from envs.openagi import metrics
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.plans import LinearPlan, NonlinearPlan, PlanLimits
 from envs.openagi.registry import TEXT, ToolRegistry
@@ -26,9 +25,6 @@ def _equal(preds, targets):
     return [float(p == t) for p, t in zip(preds, targets)]
 
 
-metrics.METRICS.setdefault("toy_equal", _equal)
-
-
 def toy_tasks() -> list[Task]:
     words = ["the [MASK] sat", "a [MASK] ran", "my [MASK] slept", "one [MASK] ate"]
     lin = Task(0, "Given clozed English text, how to translate the text in German step by step?", (TEXT,), TEXT,
@@ -43,4 +39,5 @@ def toy_tasks() -> list[Task]:
 
 
 def toy_env(**kw) -> OpenAGIEnv:
-    return OpenAGIEnv(registry=toy_registry(), tasks=toy_tasks(), limits=PlanLimits(2, 1, 1), **kw)
+    return OpenAGIEnv(registry=toy_registry(), tasks=toy_tasks(), limits=PlanLimits(2, 1, 1),
+                      metrics={"toy_equal": _equal}, **kw)

@@ -6,14 +6,18 @@ the canonical syntax, or a Plan object) on the task's samples and ends the episo
 score 0 with the reason in ``info["error"]``; nothing a planner emits can crash the environment.
 
 For RL, :meth:`OpenAGIEnv.score` scores many (task, plan) pairs in one call, sharing the
-execution cache across them.
+execution cache across them; its ``rng`` argument picks the sample subsets (the trainer passes
+one seeded per step), else the env's own ``np_random`` (seeded by ``reset(seed=...)``) does.
+
+Build one from a config with :func:`envs.make` (``envs/openagi/factory.py``): the backend's
+registry, the config's extra tools, the suite's tasks and metrics.
 """
 
 from __future__ import annotations
 
 import math
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +27,7 @@ from gymnasium import spaces
 
 from envs.openagi.cache import ExecutionCache
 from envs.openagi.executor import PlanExecutor
-from envs.openagi.metrics import score_batch
+from envs.openagi.metrics import BatchMetric, score_batch
 from envs.openagi.plans import Plan, PlanError, PlanLimits, format_plan, parse_and_check
 from envs.openagi.registry import ToolRegistry
 from envs.openagi.split import SPLITS, load_split
@@ -86,6 +90,7 @@ class OpenAGIEnv(gym.Env):
         registry: ToolRegistry | None = None,
         tasks: Sequence[Task] | None = None,
         render_mode: str | None = None,
+        metrics: Mapping[str, BatchMetric] | None = None,
     ):
         if split not in (*SPLITS, "all"):
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join((*SPLITS, 'all'))}")
@@ -101,6 +106,8 @@ class OpenAGIEnv(gym.Env):
         self.split = split
         self.limits = limits or SUITE_LIMITS.get(suite, PlanLimits())
         self.samples_per_step = samples_per_step
+        # this env's own metrics (e.g. the hf backend's), looked up before the shared offline table
+        self.metrics: dict[str, BatchMetric] = dict(metrics or {})
         self.cache = ExecutionCache(cache_bytes) if cache_bytes else None
         self.executor = PlanExecutor(self.registry, self.cache)
         self.render_mode = render_mode
@@ -156,23 +163,28 @@ class OpenAGIEnv(gym.Env):
     def tasks(self) -> list[Task]:
         return [self.tasks_by_id[i] for i in self.task_ids]
 
-    def samples_for(self, task: Task):
+    def samples_for(self, task: Task, rng: np.random.Generator | None = None):
+        """The samples a plan for ``task`` is scored on: all of them, or ``samples_per_step`` drawn
+        with ``rng`` (default: the env's ``np_random``)."""
         k = self.samples_per_step
         if k is None or k >= len(task.samples):
             return task.samples
-        idx = np.sort(self.np_random.choice(len(task.samples), size=k, replace=False))
+        rng = self.np_random if rng is None else rng
+        idx = np.sort(rng.choice(len(task.samples), size=k, replace=False))
         return [task.samples[i] for i in idx]
 
-    def score(self, pairs: Sequence[tuple[int | str | Task, str | Plan]]) -> list[PlanResult]:
+    def score(self, pairs: Sequence[tuple[int | str | Task, str | Plan]],
+              rng: np.random.Generator | None = None) -> list[PlanResult]:
         """Score many (task, plan) pairs. Plans may be text or Plan objects; invalid ones score 0.
 
         All plans of one task in a call are scored on the same sample subset: their rewards
-        differ only by the plan (less variance between the K samples of a task, more cache hits)."""
+        differ only by the plan (less variance between the K samples of a task, more cache hits).
+        ``rng`` draws the subsets (default: the env's ``np_random``, seeded by ``reset(seed=...)``)."""
         tasks = [self.get_task(t) for t, _ in pairs]
         subsets: dict[int, list] = {}
         for task in tasks:
             if task.id not in subsets:
-                subsets[task.id] = self.samples_for(task)
+                subsets[task.id] = self.samples_for(task, rng)
         return [self._score_one(task, p, subsets[task.id]) for task, (_, p) in zip(tasks, pairs)]
 
     def _score_one(self, task: Task, action: str | Plan, samples) -> PlanResult:
@@ -187,7 +199,8 @@ class OpenAGIEnv(gym.Env):
         ok = [i for i, e in enumerate(run.errors) if e is None]
         scores = [0.0] * len(samples)
         if ok:
-            vals = score_batch(task.metric, [run.outputs[i] for i in ok], [samples[i].target for i in ok])
+            vals = score_batch(task.metric, [run.outputs[i] for i in ok], [samples[i].target for i in ok],
+                               self.metrics)
             for i, v in zip(ok, vals):
                 scores[i] = v
         reward = float(np.mean(scores)) if scores else 0.0

@@ -2,12 +2,17 @@
 
 A task's reward is the mean of its per-sample scores. Metric implementations are imported
 lazily so that, e.g., the MiniLM model loads only when a task scores free text with it.
+
+:data:`METRICS` holds the offline metrics every env knows. An env whose tasks name other metrics
+(the full suite's ``bertscore`` / ``vit`` / ``clip``, scored by its hf backend's models) carries
+them in its own table (``OpenAGIEnv(metrics=...)``), looked up first: nothing rewrites this
+module's table at run time.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 BatchMetric = Callable[[Sequence[Any], Sequence[Any]], list[float]]
@@ -52,16 +57,21 @@ METRICS: dict[str, BatchMetric] = {
 }
 
 
-def get_metric(name: str) -> BatchMetric:
+def get_metric(name: str, table: Mapping[str, BatchMetric] | None = None) -> BatchMetric:
+    """The metric called ``name``: from ``table`` (an env's own metrics) first, then :data:`METRICS`."""
+    if table is not None and name in table:
+        return table[name]
     try:
         return METRICS[name]
     except KeyError:
-        raise ValueError(f"unknown metric {name!r}; expected one of: {', '.join(METRICS)}") from None
+        known = [*(table or {}), *(m for m in METRICS if m not in (table or {}))]
+        raise ValueError(f"unknown metric {name!r}; expected one of: {', '.join(known)}") from None
 
 
-def score_batch(metric: str, preds: Sequence[Any], targets: Sequence[Any]) -> list[float]:
+def score_batch(metric: str, preds: Sequence[Any], targets: Sequence[Any],
+                table: Mapping[str, BatchMetric] | None = None) -> list[float]:
     """Per-sample scores, each clipped to [0, 1]; NaN (a broken output) scores 0."""
-    raw = get_metric(metric)(preds, targets)
+    raw = get_metric(metric, table)(preds, targets)
     out = []
     for s in raw:
         s = float(s)

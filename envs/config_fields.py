@@ -1,0 +1,49 @@
+"""Bounded numeric fields for settings dataclasses, and the check of their bounds.
+
+Env configs (``envs/openagi/config.py``) declare ``n_samples: int = num(20, gt=0)``; rltf's run
+config schema uses the same helper for its own sections, so one run config is checked by one
+rule at every depth (``rltf.config.validate_config``) and an env config built on its own is
+checked the same way (:func:`bound_errors`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import field
+from typing import Any
+
+OPS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+
+
+def num(default: float | int, *, ge: float | None = None, gt: float | None = None,
+        le: float | None = None, lt: float | None = None) -> Any:
+    """A numeric dataclass field with bounds (kept in the field's metadata, checked by :func:`bound_errors`)."""
+    bounds = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None}
+    return field(default=default, metadata={"bounds": bounds})
+
+
+def bounded_fields(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any, dict]]:
+    """``(dotted key, value, bounds)`` of every :func:`num` field of ``obj`` and its nested dataclasses."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from bounded_fields(value, f"{prefix}{f.name}.")
+        elif "bounds" in f.metadata:
+            yield f"{prefix}{f.name}", value, f.metadata["bounds"]
+
+
+def bound_errors(obj: Any, prefix: str = "") -> Iterator[str]:
+    """A message per field of ``obj`` outside its bounds (or not a number), naming the key."""
+    for key, value, bounds in bounded_fields(obj, prefix):
+        expected = " and ".join(f"{OPS[o]} {v}" for o, v in bounds.items())
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            yield f"bad value for {key!r}: {value!r}; expected a number {expected}"
+            continue
+        if not all(_holds(value, op, limit) for op, limit in bounds.items()):
+            kind = "an integer" if isinstance(value, int) else "a number"
+            yield f"bad value for {key!r}: {value!r}; expected {kind} {expected}"
+
+
+def _holds(value: float, op: str, limit: float) -> bool:
+    return {"ge": value >= limit, "gt": value > limit, "le": value <= limit, "lt": value < limit}[op]
