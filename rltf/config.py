@@ -1,7 +1,8 @@
-"""Run configuration: typed dataclasses filled from a YAML file plus ``key=value`` overrides.
+"""Run configuration: the schema's dataclasses filled from a YAML file plus ``key=value`` overrides.
 
-Every run is described by one :class:`RunConfig`. :func:`load_config` reads it from the command
-line the way torchtune does::
+Every run is described by one :class:`~rltf.schema.RunConfig` (the schema: ``rltf/schema.py``;
+its names are re-exported here). :func:`load_config` reads it from the command line the way
+torchtune does::
 
     python train/rltf.py config=configs/llama-lora.yaml rltf.lr=1e-4 planner.lora.enabled=true
 
@@ -10,11 +11,10 @@ line the way torchtune does::
 is a dotted ``key=value`` override applied in order, values parsed as YAML (``1e-4``, ``true``,
 ``[q_proj,v_proj]``, ``null``). YAML values may use OmegaConf interpolation (``${seed}``).
 
-The dataclasses below are the schema: an unknown key at any depth, a value of the wrong type, an
-out-of-range number or a value outside a ``Literal`` is a :class:`ConfigError` that names the key,
-the value, where it came from and what was expected (with the closest key for typos), before
-anything expensive starts. Adding a field is one line: ``name: type = default`` or, for a
-bounded number, ``name: int = num(default, ge=0)``.
+An unknown key at any depth, a value of the wrong type, an out-of-range number, a value outside
+a ``Literal`` or an env section that cannot run (``OpenAGIEnvConfig.validate``) is a
+:class:`ConfigError` that names the key, the value, where it came from and what was expected
+(with the closest key for typos), before anything expensive starts.
 
 :func:`save_config` writes the resolved configuration as YAML (into the run folder) and
 ``load_config([f"config={path}"])`` reads back an equal object.
@@ -28,13 +28,27 @@ import os
 import tempfile
 import typing
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from envs.config_fields import bound_errors
+from envs.openagi.config import EnvConfigError
+from rltf.schema import (  # noqa: F401  (the schema's names, re-exported)
+    EVAL_SCHEMAS,
+    EVAL_SPLITS,
+    EmbeddedSettings,
+    EvalSettings,
+    LoggingSettings,
+    LoraSettings,
+    PlannerSettings,
+    RltfSettings,
+    RunConfig,
+    SftSettings,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "configs"
@@ -43,141 +57,6 @@ DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
 
 class ConfigError(ValueError):
     """A configuration that cannot run: unknown key, bad value, missing file, conflicting keys."""
-
-
-def num(default: float | int, *, ge: float | None = None, gt: float | None = None,
-        le: float | None = None, lt: float | None = None) -> Any:
-    """A numeric field with bounds, checked by :func:`load_config` (and :func:`validate_config`)."""
-    bounds = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None}
-    return field(default=default, metadata={"bounds": bounds})
-
-
-# ----------------------------------------------------------------------------------- schema
-@dataclass
-class LoraSettings:
-    enabled: bool = False
-    r: int = num(8, gt=0)
-    alpha: int = num(16, gt=0)
-    dropout: float = num(0.05, ge=0, lt=1)
-    # null: PEFT's default for the model type (q,v for T5; q_proj,v_proj for Llama).
-    target_modules: Optional[list[str]] = None
-    # A LoRA adapter that RLTF starts from — planner.model given as an adapter dir, or this run's
-    # own SFT adapter (sft/) — is merged into the base and a fresh adapter trains on top, so the
-    # adapter-disabled model (the KL reference) is exactly the policy RLTF starts from; false:
-    # keep training that adapter itself (refused with rltf.kl_coef > 0: the reference would be wrong).
-    merge_source_adapter: bool = True
-
-
-@dataclass
-class EmbeddedSettings:
-    """The small T5 planner built from scratch when ``planner.model: embedded``."""
-
-    d_model: int = num(128, gt=0)
-    num_layers: int = num(2, gt=0)
-    num_heads: int = num(4, gt=0)
-    d_ff: int = num(256, gt=0)
-    vocab_size: int = num(2000, ge=64)  # the most tokens the locally trained tokenizer may have
-    dropout: float = num(0.0, ge=0, lt=1)
-    seed: int = num(0, ge=0)  # initial weights; same settings + seed -> identical weights
-    dir: str = "checkpoints/embedded-planner"  # built once into <dir>/<fingerprint>/, then reloaded
-
-
-@dataclass
-class PlannerSettings:
-    model: str = "embedded"  # "embedded", a hub model id, or a local model / adapter directory
-    arch: Literal["auto", "seq2seq", "causal"] = "auto"
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    lora: LoraSettings = field(default_factory=LoraSettings)
-    load_in_4bit: bool = False  # QLoRA: needs bitsandbytes, a CUDA GPU and lora.enabled
-    embedded: EmbeddedSettings = field(default_factory=EmbeddedSettings)
-    max_prompt_tokens: int = num(256, gt=0)  # sets tokenizer.model_max_length: prompts are cut to it
-    max_plan_tokens: int = num(64, gt=0)
-
-
-@dataclass
-class EnvSettings:
-    suite: Literal["lite", "full"] = "lite"
-    backend: Literal["lite", "hf"] = "lite"
-    n_samples: int = num(20, gt=0)  # samples per task
-    samples_per_step: int = num(8, gt=0)  # samples a plan is scored on per training step
-    cache_mib: int = num(512, ge=0)  # execution-cache budget (0 disables the cache)
-    data_seed: int = num(0, ge=0)  # seeds the task samples (the split itself is persisted)
-    # backend "hf": HFBackendConfig settings (model_ids per tool, metric_models, device, dtype,
-    # memory_budget_gib, batch_size(s), max_new_tokens, ...; envs/openagi/hf/config.py)
-    hf: dict[str, Any] = field(default_factory=dict)
-    # suite "full": the hub data is built once under data_dir (envs/openagi/hf/suite.py);
-    # datasets: per-source overrides {imagenet: {path, split, config, revision, streaming, columns}}
-    data_dir: str = "data/openagi"
-    datasets: dict[str, Any] = field(default_factory=dict)
-    max_image_side: int = num(256, ge=16)  # full-suite images are shrunk to at most this many pixels
-
-
-@dataclass
-class SftSettings:
-    enabled: bool = True
-    epochs: int = num(20, ge=0)
-    lr: float = num(1e-3, gt=0)
-    batch_size: int = num(16, gt=0)
-
-
-@dataclass
-class RltfSettings:
-    steps: int = num(200, ge=0)
-    tasks_per_batch: int = num(8, gt=0)
-    k_samples: int = num(8, gt=0)
-    lr: float = num(3e-4, gt=0)
-    temperature: float = num(1.0, gt=0)
-    baseline: Literal["moving_average", "per_task", "rloo"] = "moving_average"
-    baseline_decay: float = num(0.9, ge=0, lt=1)
-    normalize_rewards: bool = False
-    kl_coef: float = num(0.0, ge=0)
-    entropy_coef: float = num(0.0, ge=0)
-    max_grad_norm: float = num(1.0, ge=0)  # 0 disables clipping
-    eval_every: int = num(50, ge=0)  # 0: evaluate only at the end
-    checkpoint_every: int = num(50, ge=0)  # 0: checkpoint only at the end
-    warmup_steps: int = num(0, ge=0)
-    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
-
-
-EVAL_SPLITS = ("train", "validation", "test")
-EVAL_SCHEMAS = ("zero", "few", "finetuned", "rltf", "reference", "oracle")
-
-
-@dataclass
-class EvalSettings:
-    num_beams: int = num(8, gt=0)
-    splits: list[str] = field(default_factory=lambda: ["test"])  # of train, validation, test
-    # learning schemas in the final table (zero, few, finetuned, rltf, reference, oracle)
-    schemas: list[str] = field(default_factory=lambda: list(EVAL_SCHEMAS))
-    few_shot_k: int = num(3, ge=0)
-
-
-@dataclass
-class LoggingSettings:
-    report_to: Literal["none", "wandb", "tensorboard"] = "none"
-    log_every: int = num(10, gt=0)
-    progress_bar: bool = True
-    wandb_project: str = "rltf"
-
-
-@dataclass
-class RunConfig:
-    run_name: str = "default"
-    output_dir: str = "checkpoints"
-    seed: int = num(0, ge=0)
-    dry_run: bool = False
-    resume: bool = False
-    planner: PlannerSettings = field(default_factory=PlannerSettings)
-    env: EnvSettings = field(default_factory=EnvSettings)
-    sft: SftSettings = field(default_factory=SftSettings)
-    rltf: RltfSettings = field(default_factory=RltfSettings)
-    eval: EvalSettings = field(default_factory=EvalSettings)
-    logging: LoggingSettings = field(default_factory=LoggingSettings)
-
-    @property
-    def run_dir(self) -> Path:
-        """Where this run writes checkpoints, logs, plots and its resolved config."""
-        return Path(self.output_dir) / self.run_name
 
 
 # ------------------------------------------------------------------------------ loading
@@ -303,14 +182,13 @@ def _first_line(e: BaseException) -> str:
 
 # ------------------------------------------------------------------------------ validation
 def validate_config(cfg: RunConfig) -> None:
-    """Bounds of :func:`num` fields and the checks that involve several keys."""
-    for key, value, bounds in _numeric_fields(cfg):
-        for op, limit in bounds.items():
-            ok = {"ge": value >= limit, "gt": value > limit, "le": value <= limit, "lt": value < limit}[op]
-            if not ok:
-                expected = " and ".join(f"{_OPS[o]} {v}" for o, v in bounds.items())
-                kind = "an integer" if isinstance(value, int) else "a number"
-                raise ConfigError(f"bad value for {key!r}: {value!r}; expected {kind} {expected}")
+    """Bounds of ``num`` fields, the env section's own checks and the checks that involve several keys."""
+    for message in bound_errors(cfg):
+        raise ConfigError(message)
+    try:
+        cfg.env.validate("env")
+    except EnvConfigError as e:
+        raise ConfigError(str(e)) from None
     p = cfg.planner
     if not cfg.run_name or any(c in cfg.run_name for c in "/\\") or cfg.run_name in (".", ".."):
         raise ConfigError(f"bad value for 'run_name': {cfg.run_name!r}; expected a non-empty folder name without '/'")
@@ -336,18 +214,6 @@ def validate_config(cfg: RunConfig) -> None:
     if bad or not cfg.eval.splits:
         raise ConfigError(f"bad value for 'eval.splits': {cfg.eval.splits!r}; expected a non-empty list of "
                           f"{', '.join(EVAL_SPLITS)}")
-
-
-_OPS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
-
-
-def _numeric_fields(obj: Any, prefix: str = ""):
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if dataclasses.is_dataclass(value):
-            yield from _numeric_fields(value, f"{prefix}{f.name}.")
-        elif "bounds" in f.metadata:
-            yield f"{prefix}{f.name}", value, f.metadata["bounds"]
 
 
 # ------------------------------------------------------------------------------ schema helpers

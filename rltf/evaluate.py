@@ -8,7 +8,9 @@
   by exhaustive search. Both bound the planners from either side.
 
 Scores are per task (mean over the task's samples); the table averages them per metric family
-and overall (every task weighs the same), like the paper's Table 5.
+and overall (every task weighs the same), like the paper's Table 5. The schema names and their
+table order are ``rltf.schema.EVAL_SCHEMAS``; ``rltf.stages.evaluate`` picks the function per
+schema, the held-out tasks and the few-shot examples.
 """
 
 from __future__ import annotations
@@ -27,9 +29,6 @@ from envs.openagi.env import OpenAGIEnv
 from envs.openagi.oracle import oracle_for_task
 from envs.openagi.plans import PlanError, format_plan
 from envs.openagi.tasks import Task
-
-SCHEMAS = ("zero", "few", "finetuned", "rltf", "reference", "oracle")
-
 
 @dataclass
 class SchemaResult:

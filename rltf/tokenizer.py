@@ -51,6 +51,20 @@ def default_tokenizer_texts() -> list[str]:
     return texts
 
 
+def tokenizer_texts_for(registry) -> list[str] | None:
+    """The embedded tokenizer's texts for an env with ``registry``: ``None`` (the defaults, the
+    same tokenizer as always) when it holds only OpenAGI's tools, else the defaults plus each
+    other tool's name and one-line description, so a tool registered from outside (``env.tools``)
+    gets whole-word pieces like the others (its name would encode anyway: every printable ASCII
+    character is in the alphabet)."""
+    from envs.openagi.tools import SPECS
+
+    extra = [t for t in registry if t.name not in SPECS]
+    if not extra:
+        return None
+    return default_tokenizer_texts() + [t.name for t in extra] + [f"{t.name}: {t.description}" for t in extra]
+
+
 def train_plan_tokenizer(texts: Iterable[str], vocab_size: int = 2000,
                          required: Sequence[str] | None = None) -> PreTrainedTokenizerFast:
     """Train a T5-style tokenizer on ``texts`` (deterministic: same texts -> same vocabulary).

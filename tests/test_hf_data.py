@@ -39,7 +39,6 @@ from envs.openagi.hf.suite import (
     build_full_suite,
     full_suite_dir,
     load_full_suite,
-    register_hf_metrics,
     source_for,
     split_tasks,
     task_samples,
@@ -49,7 +48,7 @@ from envs.openagi.registry import TEXT
 from envs.openagi.split import load_split
 from envs.openagi.suite import task_specs
 from rltf.config import CONFIG_DIR, ConfigError, load_config
-from rltf.dry_run import describe_run
+from rltf.describe import describe_run
 
 try:
     import diffusers  # noqa: F401
@@ -358,8 +357,8 @@ PLANS = [  # (task picked by its reference plan's shape, plan text or None for t
 
 def test_linear_and_nonlinear_plans_score_through_the_environment(built, registry, backend):
     _, tasks = built
-    register_hf_metrics(backend.scorer)
-    env = OpenAGIEnv(suite="full", registry=registry, tasks=tasks, split="all")
+    metrics = backend.scorer.batch_metrics()  # the env's own metric table: nothing process-global changes
+    env = OpenAGIEnv(suite="full", registry=registry, tasks=tasks, split="all", metrics=metrics)
     plans = list(PLANS)
     if HAS_DIFFUSERS:
         plans.append(("Given clozed English text, how to generate a image step by step?", None))
@@ -374,10 +373,12 @@ def test_linear_and_nonlinear_plans_score_through_the_environment(built, registr
         assert reward == pytest.approx(float(np.mean(info["scores"])))
     invalid = env.score([(0, "Image Classification")])[0]
     assert not invalid.valid and invalid.reward == 0.0
-    # the registered metrics are the paper's: identical images score 1 under the ViT cosine
+    # the env's metrics are the paper's: identical images score 1 under the ViT cosine
     target = tasks[0].samples[0].target
-    assert score_batch("vit", [target], [target]) == pytest.approx([1.0], abs=1e-5)
-    assert score_batch("bertscore", ["a good dog"], ["a good dog"]) == pytest.approx([1.0], abs=1e-5)
+    assert score_batch("vit", [target], [target], metrics) == pytest.approx([1.0], abs=1e-5)
+    assert score_batch("bertscore", ["a good dog"], ["a good dog"], metrics) == pytest.approx([1.0], abs=1e-5)
+    with pytest.raises(ValueError, match="unknown metric 'vit'"):  # not in the shared offline table
+        score_batch("vit", [target], [target])
 
 
 # --------------------------------------------------------------------------- errors, sources

@@ -174,7 +174,7 @@ def test_kl_with_a_still_trained_adapter_or_a_4bit_sft_adapter_is_refused(base_d
     check_kl_reference(qlora, sft=True, kl_coef=0.0)
 
     # the main job refuses before it loads anything
-    from rltf.pipeline import run
+    from train.rltf import run
 
     cfg = load_config([f"output_dir={tmp_path}", "run_name=refused", f"planner.model={base_dirs['llama']}",
                        "planner.lora.enabled=true", "planner.lora.merge_source_adapter=false", "rltf.kl_coef=0.1"])
@@ -198,7 +198,7 @@ def test_main_job_lora_after_sft_starts_rltf_at_kl_zero(base_dirs, tmp_path, cap
     """``train/rltf.py`` with LoRA, SFT and a KL penalty (as configs/llama-lora.yaml): the first
     RLTF step's ``train/kl`` is 0, the checkpoint carries the SFT adapter, and ``resume=true``
     (reload ``sft/``, hand off, load the latest checkpoint) gives the same numbers."""
-    from rltf.pipeline import run
+    from train.rltf import run
 
     model = [f"planner.embedded.dir={tmp_path / 'embedded'}"] if arch == "t5" else [f"planner.model={base_dirs[arch]}"]
     args = [f"output_dir={tmp_path}", "run_name=lora-sft", *TINY, *model]

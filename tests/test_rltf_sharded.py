@@ -98,7 +98,7 @@ def test_main_job_sharded_runs_and_resumes(tmp_path, mode):
     """``train/rltf.py`` itself, launched as accelerate's FSDP2 / ZeRO-2 config would launch it, on two
     CPU processes: every stage (zero/few-shot, SFT, RLTF, evaluation); then ``resume=true`` reloads
     the SFT planner and the last RLTF checkpoint and gives the same table."""
-    from tests.test_pipeline import TINY
+    from tests.test_main_job import TINY
 
     launch_env, script = MAIN_JOB[mode]
     env = {**os.environ, **launch_env, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}

@@ -1,9 +1,13 @@
-"""Main job: fine-tuning warm start -> RLTF -> held-out evaluation.
+"""Main job: zero/few-shot -> fine-tuning warm start -> RLTF -> held-out evaluation.
 
     accelerate launch train/rltf.py [config=configs/<name>.yaml] [key=value ...]
     python train/rltf.py rltf.steps=50 seed=1
 
 With no arguments it runs the offline embedded default (``configs/default.yaml``) on the CPU.
+``dry_run=true`` validates the config and prints what the run would load (``rltf/describe.py``).
+Every stage is a function of ``rltf/stages.py``. A resumed run (``resume=true``) reuses what
+earlier stages finished: the zero/few-shot results, the fine-tuned planner, the newest RLTF
+checkpoint.
 """
 
 import os
@@ -13,14 +17,39 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rltf.config import load_config  # noqa: E402
-from rltf.pipeline import dry_run, run  # noqa: E402
+from rltf import stages  # noqa: E402
+from rltf.config import RunConfig, load_config  # noqa: E402
+from rltf.describe import describe_run  # noqa: E402
+from rltf.planner_loading import check_kl_reference  # noqa: E402
+
+
+def run(cfg: RunConfig) -> dict:
+    check_kl_reference(cfg.planner, sft=cfg.sft.enabled, kl_coef=cfg.rltf.kl_coef)  # before anything loads
+    job = stages.start(cfg)
+    envs = stages.build_envs(job)
+    planner = stages.build_planner(job, envs)
+    tasks = envs.tasks(cfg.eval.splits)
+    results = stages.evaluate_untrained(job, planner, envs, tasks)  # zero-/few-shot
+
+    sft_dir = job.run_dir / "sft"
+    if cfg.sft.enabled:
+        resumed = cfg.resume and (sft_dir / "rltf_planner.json").exists()
+        if not resumed:
+            stages.fine_tune(job, planner, envs, sft_dir)
+        # the policy RLTF starts from and its KL reference (also what "finetuned" evaluates)
+        planner = stages.start_rltf_from_sft(job, planner, sft_dir, resumed=resumed)
+    results |= stages.evaluate(job, {"finetuned"} & set(cfg.eval.schemas), planner, envs, tasks)
+
+    history = stages.train_rltf(job, planner, envs)
+    results |= stages.evaluate(job, {"rltf", "reference", "oracle"} & set(cfg.eval.schemas), planner, envs, tasks)
+    title = f"held-out ({'+'.join(dict.fromkeys(cfg.eval.splits))}) tasks, run {cfg.run_name}, seed {cfg.seed}"
+    return stages.report(job, results, tasks, title=title, history=history)
 
 
 def main(argv: list[str] | None = None) -> None:
     cfg = load_config(sys.argv[1:] if argv is None else argv)
     if cfg.dry_run:
-        dry_run(cfg)
+        print(describe_run(cfg))
         return
     run(cfg)
 

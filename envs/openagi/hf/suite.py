@@ -9,8 +9,9 @@ grayscale), text by :func:`envs.openagi.lite.text_data.cloze` (one word masked).
 are the English ones translated by the backend's Machine Translation expert, as in the paper.
 
 Metrics follow the paper: ViT score for image outputs, CLIP score (generated image vs. the
-caption) for text -> image, BERTScore F1 for every text output; :func:`register_hf_metrics`
-makes those names scoreable by the environment.
+caption) for text -> image, BERTScore F1 for every text output; the env scores those names with
+its hf backend's models (``OpenAGIEnv(metrics=backend.scorer.batch_metrics())``, as
+``envs.make`` builds it): no process-global metric table is rewritten.
 
 Built once into ``<data_dir>/<key>/`` (``key`` from ``n_samples``, the seed, the image size and
 the sources): Arrow datasets written by ``save_to_disk``, one per task (``tasks/task-XXX``) plus
@@ -73,17 +74,6 @@ def source_for(spec: TaskSpec) -> str:
     if kind == "answer":
         return "textvqa" if spec.inputs[0] == IMAGE else "squad"
     raise ValueError(f"no data source for output kind {kind!r} ({spec.description!r})")
-
-
-def register_hf_metrics(scorer: Any) -> dict[str, Any]:
-    """Make ``bertscore`` / ``vit`` / ``clip`` scoreable by the environment with ``scorer``'s
-    models (an :class:`~envs.openagi.hf.HFScorer`). The metric table is process-global: the last
-    scorer registered is the one used."""
-    from envs.openagi.metrics import METRICS
-
-    fns = scorer.batch_metrics()
-    METRICS.update(fns)
-    return fns
 
 
 # ------------------------------------------------------------------------------------ samples

@@ -1,11 +1,11 @@
-"""``dry_run=true``: validate a run config and say everything the run would load, loading nothing.
+"""Describe a run: validate its config and say everything it would load, loading nothing.
 
-No weights, no datasets, no ``AutoConfig`` (that is a download too): the planner, expert and
-metric model ids come from the config and the hf backend's table (``describe_models``), task
-counts from the grammar, split sizes from the persisted split, dataset sources from
-``envs.openagi.hf.data``, the launch setup from the environment ``accelerate launch`` sets.
+What ``train/rltf.py ... dry_run=true`` prints. No weights, no datasets, no ``AutoConfig`` (that
+is a download too): the planner from the config, the env (suite, split, data, experts, metric
+models) from the env factory's own description (``envs.describe``), the launch setup from the
+environment ``accelerate launch`` sets.
 
-    python -m rltf.dry_run config=configs/openagi-flan-t5-large.yaml [key=value ...]
+    python -m rltf.describe config=configs/openagi-flan-t5-large.yaml [key=value ...]
 """
 
 from __future__ import annotations
@@ -13,50 +13,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+import envs
+from envs.openagi.config import EnvConfigError
 from rltf.config import ConfigError, RunConfig, load_config
+from rltf.planner_loading import check_kl_reference
 
 # Exhaustive plan search is only affordable with the offline zoo; on the full grammar a VQA task
 # alone has millions of valid plans (enumerate_plans under SUITE_LIMITS["full"]).
 _ORACLE_NOTE = ("eval.schemas includes 'oracle' (exhaustive plan search): the full suite has up to "
                 "~6 million valid plans per task, far too many to execute with hub experts; drop it")
-
-
-def hf_backend_config(cfg: RunConfig):
-    """``env.hf`` as a validated :class:`HFBackendConfig` (a ConfigError naming the key otherwise)."""
-    from envs.openagi.hf.config import HFBackendConfig
-
-    try:
-        return HFBackendConfig.from_dict(cfg.env.hf)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"bad value for 'env.hf': {e}") from None
-
-
-def data_sources(cfg: RunConfig) -> dict:
-    """``env.datasets`` applied to the default hub sources (a ConfigError naming the key otherwise)."""
-    from envs.openagi.hf.sources import resolve_sources
-
-    try:
-        return resolve_sources(cfg.env.datasets)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"bad value for 'env.datasets': {e}") from None
-
-
-def check_env(cfg: RunConfig) -> None:
-    """The checks make_envs needs before loading anything: a suite/backend pair that can run and
-    well-formed hf / dataset sections."""
-    env = cfg.env
-    if env.suite == "full" and env.backend != "hf":
-        raise ConfigError("'env.suite' is 'full' but 'env.backend' is 'lite': the offline zoo has no machine "
-                          "translation, captioning, detection or image generation, and the full suite's German "
-                          "targets and metrics come from the hf backend; use env.backend=hf")
-    if env.backend == "hf":
-        hf_backend_config(cfg)
-    if env.suite == "full":
-        data_sources(cfg)
 
 
 def _planner_lines(cfg: RunConfig) -> list[str]:
@@ -126,70 +94,6 @@ def _launch_lines(cfg: RunConfig) -> list[str]:
     return lines
 
 
-def _suite_lines(cfg: RunConfig) -> list[str]:
-    from envs.openagi.split import load_split
-    from envs.openagi.suite import task_specs
-
-    specs = task_specs(cfg.env.suite)
-    linear = sum(len(s.inputs) == 1 for s in specs)
-    split = load_split(cfg.env.suite)
-    e = cfg.env
-    lines = [f"suite       {e.suite}: {len(specs)} tasks: {linear} linear, {len(specs) - linear} nonlinear; split "
-             + ", ".join(f"{k} {len(v)}" for k, v in split.items())
-             + f" (envs/openagi/splits/{e.suite}.json)",
-             f"            {e.n_samples} samples per task ({e.samples_per_step} per plan per training step), "
-             f"data seed {e.data_seed}, execution cache {e.cache_mib} MiB"]
-    if e.suite == "full":
-        from envs.openagi.hf.suite import full_suite_dir, metric_for, source_for
-
-        metrics = Counter(metric_for(s) for s in specs)
-        lines.append("            metrics: " + ", ".join(f"{m} {n} tasks" for m, n in sorted(metrics.items()))
-                     + " (overall = task-weighted mean, as the paper's weighted average)")
-        where = full_suite_dir(e.data_dir, e.n_samples, e.data_seed, e.datasets, e.max_image_side)
-        built = (where / "manifest.json").is_file()
-        lines.append(f"            data: {where} ({'built: read from disk' if built else 'not built yet: built once at the start of the run (downloads the sources below, runs Machine Translation)'})")
-        uses = Counter(source_for(s) for s in specs)
-        lines.append(f"datasets    (images shrunk to <= {e.max_image_side} px; override with env.datasets.<name>)")
-        for name, src in data_sources(cfg).items():
-            lines.append(f"            {name:<15} {src.describe()}; {uses[name]} tasks")
-    return lines
-
-
-def _expert_lines(cfg: RunConfig) -> list[str]:
-    if cfg.env.backend == "lite":
-        from envs.openagi.tools import OPENAGI_TOOLS
-
-        return [f"experts     lite (offline zoo, no downloads): {', '.join(s.name for s in OPENAGI_TOOLS)} "
-                "(those the lite suite needs are implemented)"]
-    from envs.openagi.hf import describe_models
-
-    hf = hf_backend_config(cfg)
-    budget = f"{hf.memory_budget_gib:g} GiB" if hf.memory_budget_gib else "70% of GPU memory (50% of RAM on CPU)"
-    lines = [f"experts     hf backend: device {hf.device or 'cuda if available'}, dtype {hf.dtype} "
-             f"(metrics {hf.metrics_dtype}), model cache budget {budget}, batch {hf.batch_size}; each model "
-             "loads on first use"]
-    rows = describe_models(hf)
-    width = max(len(r["name"]) for r in rows)
-    for role, title in (("tool", "tools"), ("metric", "metric models")):
-        lines.append(f"            {title}:")
-        for r in (r for r in rows if r["role"] == role):
-            spec = hf.expert(r["name"]) if role == "tool" else hf.metric_model(r["name"])
-            dtype = r["dtype"]
-            if r["device"].startswith("cuda") and dtype in ("auto", "float16", "bfloat16"):
-                # a GPU config described on a machine without CUDA: what the GPU will run
-                dtype = _gpu_dtype(dtype, tuple(spec.half))
-            extra = " (optional extra: pip install diffusers)" if r["library"] == "diffusers" else ""
-            lines.append(f"              {r['name']:<{width}}  {r['model_id']}  [{r['library']}, {dtype}]{extra}")
-    return lines
-
-
-def _gpu_dtype(requested: str, halves: tuple[str, ...]) -> str:
-    """The dtype the hf loader picks on a GPU (``resolve_dtype`` without a device to ask)."""
-    if requested == "auto":  # bfloat16 on Ampere and newer (float16 on older GPUs)
-        return "bfloat16" if "bfloat16" in halves else "float32"
-    return requested if requested in halves else "float32"
-
-
 def _training_lines(cfg: RunConfig) -> list[str]:
     s, r, ev = cfg.sft, cfg.rltf, cfg.eval
     lines = []
@@ -209,16 +113,20 @@ def _training_lines(cfg: RunConfig) -> list[str]:
 
 
 def describe_run(cfg: RunConfig) -> str:
-    """What ``train/rltf.py`` would load and do with ``cfg``; raises ConfigError if it cannot run."""
-    check_env(cfg)
+    """What ``train/rltf.py`` would load and do with ``cfg``; raises ConfigError (or the planner's
+    PlannerError) if it cannot run."""
+    check_kl_reference(cfg.planner, sft=cfg.sft.enabled, kl_coef=cfg.rltf.kl_coef)
+    try:
+        env_lines = envs.describe(cfg.env)
+    except EnvConfigError as e:
+        raise ConfigError(str(e)) from None
     run_dir = Path(cfg.run_dir).resolve()
     lines = [f"dry run of {cfg.run_name!r}: the configuration is valid; nothing was loaded "
              "(no weights, no datasets, no downloads)",
              f"run         {run_dir} (seed {cfg.seed}, resume {str(cfg.resume).lower()})"]
     lines += _planner_lines(cfg)
     lines += _launch_lines(cfg)
-    lines += _suite_lines(cfg)
-    lines += _expert_lines(cfg)
+    lines += env_lines
     lines += _training_lines(cfg)
     return "\n".join(lines)
 

@@ -1,0 +1,128 @@
+"""The run configuration's schema: one dataclass per section of a run's YAML.
+
+:class:`RunConfig` is everything one run reads (``train/rltf.py``, ``train/sft.py``,
+``train/evaluate.py``); its ``env`` section is the env's own config
+(:class:`envs.openagi.config.OpenAGIEnvConfig`), so ``envs.make(cfg.env)`` builds it. Adding a
+field is one line: ``name: type = default`` or, for a bounded number,
+``name: int = num(default, ge=0)``. Reading, overriding, validating and saving a config is
+:mod:`rltf.config`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Optional
+
+from envs.config_fields import num
+from envs.openagi.config import OpenAGIEnvConfig
+
+
+@dataclass
+class LoraSettings:
+    enabled: bool = False
+    r: int = num(8, gt=0)
+    alpha: int = num(16, gt=0)
+    dropout: float = num(0.05, ge=0, lt=1)
+    # null: PEFT's default for the model type (q,v for T5; q_proj,v_proj for Llama).
+    target_modules: Optional[list[str]] = None
+    # A LoRA adapter that RLTF starts from — planner.model given as an adapter dir, or this run's
+    # own SFT adapter (sft/) — is merged into the base and a fresh adapter trains on top, so the
+    # adapter-disabled model (the KL reference) is exactly the policy RLTF starts from; false:
+    # keep training that adapter itself (refused with rltf.kl_coef > 0: the reference would be wrong).
+    merge_source_adapter: bool = True
+
+
+@dataclass
+class EmbeddedSettings:
+    """The small T5 planner built from scratch when ``planner.model: embedded``."""
+
+    d_model: int = num(128, gt=0)
+    num_layers: int = num(2, gt=0)
+    num_heads: int = num(4, gt=0)
+    d_ff: int = num(256, gt=0)
+    vocab_size: int = num(2000, ge=64)  # the most tokens the locally trained tokenizer may have
+    dropout: float = num(0.0, ge=0, lt=1)
+    seed: int = num(0, ge=0)  # initial weights; same settings + seed -> identical weights
+    dir: str = "checkpoints/embedded-planner"  # built once into <dir>/<fingerprint>/, then reloaded
+
+
+@dataclass
+class PlannerSettings:
+    model: str = "embedded"  # "embedded", a hub model id, or a local model / adapter directory
+    arch: Literal["auto", "seq2seq", "causal"] = "auto"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    load_in_4bit: bool = False  # QLoRA: needs bitsandbytes, a CUDA GPU and lora.enabled
+    embedded: EmbeddedSettings = field(default_factory=EmbeddedSettings)
+    max_prompt_tokens: int = num(256, gt=0)  # sets tokenizer.model_max_length: prompts are cut to it
+    max_plan_tokens: int = num(64, gt=0)
+
+
+@dataclass
+class SftSettings:
+    enabled: bool = True
+    epochs: int = num(20, ge=0)
+    lr: float = num(1e-3, gt=0)
+    batch_size: int = num(16, gt=0)
+
+
+@dataclass
+class RltfSettings:
+    steps: int = num(200, ge=0)
+    tasks_per_batch: int = num(8, gt=0)
+    k_samples: int = num(8, gt=0)
+    lr: float = num(3e-4, gt=0)
+    temperature: float = num(1.0, gt=0)
+    baseline: Literal["moving_average", "per_task", "rloo"] = "moving_average"
+    baseline_decay: float = num(0.9, ge=0, lt=1)
+    normalize_rewards: bool = False
+    kl_coef: float = num(0.0, ge=0)
+    entropy_coef: float = num(0.0, ge=0)
+    max_grad_norm: float = num(1.0, ge=0)  # 0 disables clipping
+    eval_every: int = num(50, ge=0)  # 0: evaluate only at the end
+    checkpoint_every: int = num(50, ge=0)  # 0: checkpoint only at the end
+    warmup_steps: int = num(0, ge=0)
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+
+
+EVAL_SPLITS = ("train", "validation", "test")
+# the learning schemas of the final table, in table order (rltf/evaluate.py runs them)
+EVAL_SCHEMAS = ("zero", "few", "finetuned", "rltf", "reference", "oracle")
+
+
+@dataclass
+class EvalSettings:
+    num_beams: int = num(8, gt=0)
+    splits: list[str] = field(default_factory=lambda: ["test"])  # of train, validation, test
+    # learning schemas in the final table (zero, few, finetuned, rltf, reference, oracle)
+    schemas: list[str] = field(default_factory=lambda: list(EVAL_SCHEMAS))
+    few_shot_k: int = num(3, ge=0)
+
+
+@dataclass
+class LoggingSettings:
+    report_to: Literal["none", "wandb", "tensorboard"] = "none"
+    log_every: int = num(10, gt=0)
+    progress_bar: bool = True
+    wandb_project: str = "rltf"
+
+
+@dataclass
+class RunConfig:
+    run_name: str = "default"
+    output_dir: str = "checkpoints"
+    seed: int = num(0, ge=0)
+    dry_run: bool = False
+    resume: bool = False
+    planner: PlannerSettings = field(default_factory=PlannerSettings)
+    env: OpenAGIEnvConfig = field(default_factory=OpenAGIEnvConfig)  # envs/openagi/config.py
+    sft: SftSettings = field(default_factory=SftSettings)
+    rltf: RltfSettings = field(default_factory=RltfSettings)
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    logging: LoggingSettings = field(default_factory=LoggingSettings)
+
+    @property
+    def run_dir(self) -> Path:
+        """Where this run writes checkpoints, logs, plots and its resolved config."""
+        return Path(self.output_dir) / self.run_name
