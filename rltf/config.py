@@ -37,7 +37,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from envs.config_fields import bound_errors
 from envs.openagi.config import EnvConfigError
-from rltf.schema import (  # noqa: F401  (the schema's names, re-exported)
+from rltf.schema import (
     EVAL_SCHEMAS,
     EVAL_SPLITS,
     EmbeddedSettings,
@@ -49,6 +49,12 @@ from rltf.schema import (  # noqa: F401  (the schema's names, re-exported)
     RunConfig,
     SftSettings,
 )
+
+__all__ = [  # the schema's names (rltf/schema.py) are re-exported: `from rltf.config import RunConfig`
+    "CONFIG_DIR", "DEFAULT_CONFIG", "EVAL_SCHEMAS", "EVAL_SPLITS", "REPO_ROOT", "ConfigError", "EmbeddedSettings",
+    "EvalSettings", "LoggingSettings", "LoraSettings", "PlannerSettings", "RltfSettings", "RunConfig", "SftSettings",
+    "config_to_yaml", "load_config", "resolve_config_path", "save_config", "validate_config",
+]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "configs"
