@@ -200,7 +200,9 @@ def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signa
 
 def greedy_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures: Sequence[object], *,
                  registry: ToolRegistry | None = None, limits: PlanLimits | None = None) -> list[DecodedPlan]:
-    """The most likely token at every step (of every row), one plan per prompt."""
+    """One plan per prompt, by width-1 beam search of every row: it follows the most likely token that
+    does not end the row and returns the likeliest row that ended on the way (the greedy row, or a
+    likelier one ending earlier)."""
     res = beam_search_plans(model, tokenizer, prompts, signatures, num_beams=1, num_return=1, branch_beams=1,
                             registry=registry, limits=limits)
     return [r[0] for r in res]

@@ -17,6 +17,7 @@ and prefills only the rest (``; branch i: (``). Same positions, same tokens: sam
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable, Sequence
 
@@ -45,31 +46,35 @@ def _shared(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def _forks(runner: PlannerRunner, finished: Sequence[tuple[int, int, Sequence[int]]],
+def _forks(runner: PlannerRunner, finished: Sequence[tuple[int | RowFork, int, Sequence[int]]],
            new: Sequence[tuple[int, RowStart]]) -> list[Fork]:
     """Per new row ``(prompt, start)``: a fork of the finished row that shares most tokens with its forced prefix.
 
-    ``finished``: ``(runner row, prompt, tokens)`` of rows whose cache holds ``tokens`` after the
-    prompt's context (their positions right after it, whatever the row read later). A fork is cut
-    before the prefix's last token (the row needs a fed token to have features), and taken now:
-    the finished rows may leave the batch before the new rows join it."""
+    ``finished``: ``(source, prompt, tokens)`` of finished rows whose cache holds ``tokens`` after
+    the prompt's context (their positions right after it, whatever the row read later); the source
+    is a runner row (forked now: the finished rows may leave the batch before the new rows join
+    it) or a fork taken earlier that holds at least ``tokens``. A fork is cut before the prefix's
+    last token (the row needs a fed token to have features)."""
     if not REUSE_CACHE:
         return [None] * len(new)
     taken: dict[tuple[int, int], RowFork] = {}
     out: list[Fork] = []
     for p, (g, s) in new:
         pre, _ = g.dfa.forced_prefix(s)
-        best, n = -1, 0
-        for row, q, toks in finished:
+        best: int | RowFork | None = None
+        n = 0
+        for source, q, toks in finished:
             m = min(_shared(toks, pre), len(pre) - 1) if q == p else 0
             if m > n:
-                best, n = row, m
-        if n == 0:
+                best, n = source, m
+        if best is None:
             out.append(None)
-            continue
-        if (best, n) not in taken:
-            taken[best, n] = runner.fork(best, runner.context_len(p) + n)
-        out.append((taken[best, n], n))
+        elif isinstance(best, RowFork):
+            out.append((best, n))
+        else:
+            if (best, n) not in taken:
+                taken[best, n] = runner.fork(best, runner.context_len(p) + n)
+            out.append((taken[best, n], n))
     return out
 
 
@@ -210,12 +215,21 @@ def beam_rows(runner: PlannerRunner, tables: StateTables, groups: Sequence[BeamG
               spawn: BeamSpawn | None = None) -> list[Hyps]:
     """Beam search, one group per ``(prompt index, start, width)``: each group's finished rows, best first.
 
-    Scores are constrained log-probabilities (temperature 1). Finished hypotheses keep their
-    score and their slot; fewer than ``width`` are returned when the grammar has fewer rows. A
-    group leaves the batch when all its beams have finished; ``spawn(finished)``, called with
-    ``(group, hypotheses)`` of the groups that have just finished, returns new groups: they join
-    the running batch (see :class:`_Waiting`) and are numbered after the groups so far, in spawn
-    order.
+    Scores are constrained log-probabilities (temperature 1). Each group keeps ``width`` running
+    beams, the best ``width`` continuations that do not end the row, and apart from them its
+    finished hypotheses (as HF's ``BeamHypotheses``): every continuation that ends the row is
+    recorded with its score when it is scored, whatever its rank, and kept if it is among the
+    best ``width`` finished so far; it never takes a running beam's place. A group stops when it
+    keeps ``width`` finished hypotheses that all score at least its best running beam (scores only
+    fall: log-probabilities are <= 0, so no running beam can end better) or when no running beam
+    is left, and returns its kept hypotheses: the best ``width`` rows of all it saw finish (fewer
+    when the grammar has fewer rows).
+
+    A group leaves the batch when it stops; ``spawn(finished)``, called with ``(group,
+    hypotheses)`` of the groups that have just stopped, returns new groups: they join the running
+    batch (see :class:`_Waiting`) and are numbered after the groups so far, in spawn order. With
+    ``spawn`` (and :data:`REUSE_CACHE`), each kept hypothesis of a nonlinear grammar's head row
+    (the rows that branch rows continue) holds a fork of its row's cache, taken when it finished.
 
     A group's beams are contiguous rows; groups of different widths are searched together on a
     view padded to the widest group (padding scores -inf, picks beyond a group's width dropped)."""
@@ -225,7 +239,11 @@ def beam_rows(runner: PlannerRunner, tables: StateTables, groups: Sequence[BeamG
     width: list[int] = []  # per group
     gid: list[int] = []  # the groups in the batch, in row order
     prompt_of: list[int] = []  # per group
+    kept: list[list[tuple[float, tuple[int, ...], RowFork | None]]] = []  # per group: finished so far, best first
+    forkable: list[bool] = []  # per group: its finished rows keep a fork of their cache (rows will continue them)
+    reuse = spawn is not None and REUSE_CACHE
     dev = tables.allowed.device
+    neg_inf = float("-inf")
     state, length = torch.zeros(0, dtype=torch.long, device=dev), torch.zeros(0, dtype=torch.long, device=dev)
     score, seq = torch.zeros(0, device=dev), torch.zeros((0, 0), dtype=torch.long, device=dev)
     feats: torch.Tensor | None = None
@@ -237,21 +255,40 @@ def beam_rows(runner: PlannerRunner, tables: StateTables, groups: Sequence[BeamG
         pre, new_state, new_feats = _open(runner, tables, [p for p, _ in rep], [s for _, s in rep],
                                           join=bool(gid) or forks is not None, forks=row_forks)
         first = 0
-        for p, _, w in new:
+        for p, (g, s), w in new:
             prompt_of.append(p)
             gid.append(len(out))
             out.append([])
+            kept.append([])
+            forkable.append(reuse and not g.is_linear and s == g.root)
             prefix.append(tuple(pre[first]))
             born.append(seq.shape[1])
             width.append(w)
             first += w
-        new_score = torch.full((len(rep),), float("-inf"), device=dev)
+        new_score = torch.full((len(rep),), neg_inf, device=dev)
         new_score[torch.as_tensor([0, *itertools.accumulate(w for _, _, w in new)][:-1], device=dev)] = 0.0
         state = torch.cat([state, new_state])
         score = torch.cat([score, new_score])
         length = torch.cat([length, torch.zeros(len(rep), dtype=torch.long, device=dev)])
         seq = torch.cat([seq, seq.new_zeros((len(rep), seq.shape[1]))])
         feats = new_feats if feats is None else torch.cat([feats, new_feats])
+
+    def record(fin_src: torch.Tensor, fin_slot: torch.Tensor, idx: torch.Tensor,
+               entering: Sequence[tuple[int, int, float]]) -> None:
+        """Keep the finishing candidates ``(group position, rank, score)`` that enter their group's best
+        (``fin_src``, ``fin_slot``: the row and slot of each group's finishing candidates, by rank)."""
+        at = torch.as_tensor([(i, j) for i, j, _ in entering], dtype=torch.long, device=dev)
+        rows, slots = fin_src[at[:, 0], at[:, 1]], fin_slot[at[:, 0], at[:, 1]]
+        toks, ended = idx[rows, slots].tolist(), tables.final[state[rows]].tolist()
+        lens, seqs = length[rows].tolist(), seq[rows].tolist()
+        new: dict[int, list[tuple[float, tuple[int, ...], RowFork | None]]] = {}
+        for (i, _, sc), row, q, k, t, e in zip(entering, rows.tolist(), seqs, lens, toks, ended):
+            g = gid[i]
+            held = prefix[g] + tuple(q[born[g] : born[g] + k])  # the row's tokens, all in its cache
+            fork = runner.fork(row, runner.context_len(prompt_of[g]) + len(held)) if forkable[g] else None
+            new.setdefault(g, []).append((sc, held if e else held + (t,), fork))
+        for g, hyps in new.items():  # (stable: on equal scores the earlier hypothesis stays first)
+            kept[g] = sorted(kept[g] + hyps, key=lambda h: -h[0])[: width[g]]
 
     join(groups)
     waiting = _Waiting(lambda item: item[0][2])
@@ -261,57 +298,72 @@ def beam_rows(runner: PlannerRunner, tables: StateTables, groups: Sequence[BeamG
         lp, idx = _slot_logprobs(runner, tables, feats, state, 1.0)
         d = lp.shape[1]
         cand = score.unsqueeze(1) + lp
+        ends = tables.final[tables.next_state[state]]  # [rows, d]: the slot ends the row
+        run, fin = cand.masked_fill(ends, neg_inf), cand.masked_fill(~ends, neg_inf)
         if min(widths) == w:  # one width: the rows are an [n, w] grid
-            val, pos = cand.view(n, w * d).topk(w, dim=1)
-            src = ((torch.arange(n, device=dev) * w).unsqueeze(1) + torch.div(pos, d, rounding_mode="floor")).view(-1)
-            val, slot = val.view(-1), (pos % d).view(-1)
+            base = (torch.arange(n, device=dev) * w).unsqueeze(1)
+            val, pos = run.view(n, w * d).topk(w, dim=1)
+            fin_val, fin_pos = fin.view(n, w * d).topk(w, dim=1)
+            src = (base + torch.div(pos, d, rounding_mode="floor")).view(-1)
+            slot = (pos % d).view(-1)
+            fin_src = base + torch.div(fin_pos, d, rounding_mode="floor")
             in_group = None
         else:  # row j of group i at grid[i, j]; missing rows repeat the group's first row, scored -inf
             first = torch.as_tensor([0, *itertools.accumulate(widths)][:-1], device=dev)
             in_group = torch.arange(w, device=dev) < torch.as_tensor(widths, device=dev).unsqueeze(1)
             grid = first.unsqueeze(1) + torch.arange(w, device=dev) * in_group
-            cand = cand[grid].masked_fill(~in_group.unsqueeze(2), float("-inf"))
-            val, pos = cand.view(n, w * d).topk(w, dim=1)
+            missing = ~in_group.unsqueeze(2)
+            val, pos = run[grid].masked_fill(missing, neg_inf).view(n, w * d).topk(w, dim=1)
+            fin_val, fin_pos = fin[grid].masked_fill(missing, neg_inf).view(n, w * d).topk(w, dim=1)
             src = grid.gather(1, torch.div(pos, d, rounding_mode="floor"))[in_group]
-            val, slot = val[in_group], (pos % d)[in_group]
+            slot = (pos % d)[in_group]
+            fin_src = grid.gather(1, torch.div(fin_pos, d, rounding_mode="floor"))
+        # per group: its best running score, then its best finishing ones (one transfer per step)
+        top = torch.cat([val[:, :1], fin_val], 1).tolist()
+        entering: list[tuple[int, int, float]] = []  # (group position, rank, score) of the kept finishing ones
+        done: list[bool] = []
+        for i, g in enumerate(gid):
+            gw, best_running = width[g], top[i][0]
+            worse = [-h[0] for h in kept[g]]  # (negated: ascending)
+            added = 0
+            for j, f in enumerate(top[i][1 : 1 + gw]):  # best first: the one of rank j is kept if fewer
+                if f == neg_inf or j + bisect.bisect_right(worse, -f) >= gw:  # than ``width`` score >= f
+                    break
+                entering.append((i, j, f))
+                added += 1
+            if added:
+                worse = sorted(worse + [-f for _, _, f in entering[-added:]])[:gw]
+            done.append(best_running == neg_inf or (len(worse) == gw and -worse[-1] >= best_running))
+        if entering:
+            record(fin_src, fin_pos % d, idx, entering)
         tok = idx[src, slot]
         length = length[src] + (~tables.final[state[src]]).long()
         state = tables.next_state[state[src], slot]
-        score = val
+        score = val.view(-1) if in_group is None else val[in_group]
         seq = torch.cat([seq[src], tok.unsqueeze(1)], 1)
-        fin = tables.final[state]
-        if in_group is None:
-            done = fin.view(n, w).all(1)
-        else:
-            done = (fin[grid] | ~in_group).all(1)
-        any_done = bool(done.any())
+        any_done = any(done)
         if not any_done and not waiting.items:
             runner.select(src, same_prompt=True)
             feats = runner.step(tok)
             continue
         finished, first_row = [], 0
         keep_rows: list[int] = []
-        cached: list[tuple[int, int, tuple[int, ...]]] = []  # (runner row, prompt, tokens in its cache)
+        cached: list[tuple[RowFork, int, tuple[int, ...]]] = []  # (fork of a finished row, prompt, tokens it holds)
         for i, (g, gw) in enumerate(zip(gid, widths)):
             rows = range(first_row, first_row + gw)
             first_row += gw
-            if not bool(done[i]):
+            if not done[i]:
                 keep_rows += rows
                 continue
-            sl = slice(rows.start, rows.stop)
-            hyps = zip(seq[sl].tolist(), length[sl].tolist(), score[sl].tolist(), src[sl].tolist())
-            b = born[g]
-            out[g] = []
-            for q, k, sc, row in hyps:
-                if sc != float("-inf"):  # (the runner's rows are still those before ``src``)
-                    out[g].append((prefix[g] + tuple(q[b : b + k]), sc))
-                    cached.append((row, prompt_of[g], out[g][-1][0][:-1]))
+            out[g] = [(t, sc) for sc, t, _ in kept[g]]
+            cached += [(f, prompt_of[g], t[:-1]) for _, t, f in kept[g] if f is not None]
+            kept[g] = []
             finished.append((g, out[g]))
         if spawn is not None and finished:
             new_groups = spawn(finished)
             forks = _forks(runner, cached, [(p, s) for p, s, _ in new_groups])
             waiting.add(list(zip(new_groups, forks)))
-        gid = [g for i, g in enumerate(gid) if not bool(done[i])]
+        gid = [g for i, g in enumerate(gid) if not done[i]]
         new = waiting.take(sum(width[g] for g in gid))
         if not gid and not new:
             return out
