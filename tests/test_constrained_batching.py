@@ -20,6 +20,13 @@ from tiny_models import bpe_tokenizer, small_registry, tiny_llama, tiny_t5, unig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
+# Joining rows, forks and teacher forcing run the same maths on other shapes (padding, batch
+# composition), so other reduction orders: float32 agreement to a relative ~1e-6, which varies with
+# the CPU's vector width and the thread count. Log-probabilities add one log-softmax per token: rtol
+# for long plans, atol for those near 0.
+FEATURE_TOL = dict(rtol=1e-5, atol=2e-5)  # features are O(1) (|x| <= ~4 here)
+LOGPROB_TOL = dict(rtol=1e-5, atol=1e-5)
+
 PROMPTS = ["Given noisy blurry image, how to return the caption in English step by step?",
            "Given noisy image and clozed English query, how to answer the question in German step by step?",
            "Given clozed English text, how to translate the text in German step by step?"]
@@ -74,7 +81,7 @@ def test_rows_added_mid_decoding_match_rows_decoded_alone(name, case):
                 got.append((i, pos[i], feats[j]))
     for i, t, f in got:
         want = want_first[i, t] if i < 3 else want_later[i - 3, t]
-        assert torch.allclose(f, want, atol=1e-5), (i, t, float((f - want).abs().max()))
+        torch.testing.assert_close(f, want, **FEATURE_TOL, msg=lambda m: f"row {i}, position {t}: {m}")
 
 
 @pytest.mark.parametrize("name", PLANNERS)
@@ -88,9 +95,9 @@ def test_rows_join_an_emptied_batch_and_copies(name):
         r.start(torch.tensor([0]), [[3, 4]])
         r.select(torch.tensor([], dtype=torch.long))
         feats = r.add_rows(torch.tensor([1, 2]), [[30, 31], [37]], copies=torch.tensor([0, 1, 0]))
-        assert torch.allclose(feats, torch.stack([want[0, 2], want[1, 1], want[2, 2]]), atol=1e-5)
+        torch.testing.assert_close(feats, torch.stack([want[0, 2], want[1, 1], want[2, 2]]), **FEATURE_TOL)
         feats = r.step(torch.tensor([32, 38, 32]))
-        assert torch.allclose(feats, torch.stack([want[0, 3], want[1, 2], want[2, 3]]), atol=1e-5)
+        torch.testing.assert_close(feats, torch.stack([want[0, 3], want[1, 2], want[2, 3]]), **FEATURE_TOL)
 
 
 REG = small_registry()
@@ -113,7 +120,7 @@ def test_beam_search_of_a_mixed_batch_equals_each_prompt_alone(name):
             alone = beam_search_plans(model, tok, [p], [s], num_beams=beams, branch_beams=branch_beams,
                                       registry=REG, limits=LIMITS)[0]
             assert [d.text for d in got] == [d.text for d in alone]
-            assert max(abs(a.logprob - b.logprob) for a, b in zip(got, alone)) < 1e-5
+            torch.testing.assert_close([d.logprob for d in got], [d.logprob for d in alone], **LOGPROB_TOL)
 
 
 @pytest.mark.parametrize("name", PLANNERS)
@@ -129,7 +136,7 @@ def test_sampled_mixed_batch_reports_the_scorers_log_probabilities(name):
     with torch.no_grad():
         want = score_plans(model, tok, [p for p, _, _ in flat], [s for _, s, _ in flat], [d.plan for _, _, d in flat],
                            0.8, registry=REG, limits=LIMITS)
-    assert torch.allclose(torch.tensor([d.logprob for _, _, d in flat]), want.float(), atol=1e-4)
+    torch.testing.assert_close(torch.tensor([d.logprob for _, _, d in flat]), want.float(), **LOGPROB_TOL)
     again = sample_plans(model, tok, prompts, sigs, k=12, temperature=0.8, registry=REG, limits=LIMITS, seed=4)
     assert [[d.text for d in ds] for ds in again] == [[d.text for d in ds] for ds in drawn]
 
@@ -160,10 +167,10 @@ def test_forked_rows_match_a_full_prefill(name):
         feats = r.add_rows(torch.tensor([1, 0, 1, 1]), prefixes, copies=torch.tensor([0, 0, 1, 2, 3]),
                            forks=[(fork, 4), None, (fork, 3), (fork, 3)])
         want_at = [(0, 8), (1, 8), (2, 2), (3, 5), (3, 4)]
-        assert torch.allclose(feats, torch.stack([want[i, t] for i, t in want_at]), atol=1e-5)
+        torch.testing.assert_close(feats, torch.stack([want[i, t] for i, t in want_at]), **FEATURE_TOL)
         feats = r.step(torch.tensor([other[5], branch[8], branch[8], other[2], 82, 81]))
         want_at = [(i, t + 1) for i, t in want_at]
-        assert torch.allclose(feats[1:], torch.stack([want[i, t] for i, t in want_at]), atol=1e-5)
+        torch.testing.assert_close(feats[1:], torch.stack([want[i, t] for i, t in want_at]), **FEATURE_TOL)
 
 
 def _char_tokenizer():
@@ -231,4 +238,4 @@ def test_branch_rows_from_the_head_cache_decode_as_prefilled(name, monkeypatch):
             assert len(whole) > 2 if name.endswith("chars") else len(whole) == 2
     for got, want in zip(runs[True], runs[False]):
         assert [t for t, _ in got] == [t for t, _ in want]
-        assert max(abs(a - b) for (_, a), (_, b) in zip(got, want)) < 1e-5
+        torch.testing.assert_close([a for _, a in got], [b for _, b in want], **LOGPROB_TOL)

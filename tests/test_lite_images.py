@@ -118,7 +118,7 @@ def test_degradations_are_seeded_and_applied_in_a_fixed_order(crops):
     assert np.array_equal(one, two) and not np.array_equal(one, other)
     assert np.array_equal(img, original)  # input untouched
     assert np.allclose(degrade_image(img, ["low-resolutioned", "blurry"], np.random.default_rng(0)),
-                       blur(downsample(img)), atol=1e-6)
+                       blur(downsample(img)), rtol=1e-5, atol=1e-6)
 
 
 def test_each_degradation_does_what_its_name_says(crops):
@@ -209,7 +209,7 @@ def test_colorizer_beats_gray_on_average_and_misuse_costs(fresh_cache, crops):
     colorized = [colorize(g) for g in gray]
     assert mean_sim(colorized, many) > mean_sim(gray, many) + 0.008
     for g, c in zip(gray[:4], colorized[:4]):  # luminance is kept
-        assert np.allclose(g @ LUMA, c @ LUMA, atol=0.03)
+        assert np.allclose(g @ LUMA, c @ LUMA, rtol=0, atol=0.03)  # up to clipping to [0, 1] (seen: 0.027)
     assert mean_sim([colorize(c) for c in crops], crops) < 0.97  # colour replaced
     assert list((fresh_cache / "lite").glob("colorizer-*.npz"))
 

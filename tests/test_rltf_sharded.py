@@ -35,12 +35,16 @@ def _run_worker(tmp_path, mode: str, lora: bool, port: int) -> tuple[dict, dict]
 
 
 def _check(r0: dict, r1: dict, lora: bool, tol: float) -> None:
+    """``tol``: how close the sharded run's weights come to the replicated run's, as a fraction of
+    how far training moved them (~3e-2: 3 Adam steps of lr 1e-2). Sharded and replicated gradients
+    are sums in other orders, float32 agreement to ~1e-6 relative, which Adam can amplify for
+    gradients near 0; seen: < 2e-6 for FSDP2 with any ATEN_CPU_CAPABILITY, i.e. < 1e-4 of the movement."""
     assert r0["world"] == r1["world"] == 2
     w = {k: v["weights"] for k, v in r0.items() if isinstance(v, dict) and "weights" in v}
     trained = [k for k in w["initial"] if "lora" in k] if lora else list(w["initial"])
-    moved = {k: w["sharded"][k] for k in trained}
-    assert _max_diff(moved, {k: w["initial"][k] for k in trained}) > 1e-3  # it learned something
-    assert _max_diff(w["sharded"], w["replicated"]) < tol  # same maths as explicit gradient averaging
+    moved = _max_diff({k: w["sharded"][k] for k in trained}, {k: w["initial"][k] for k in trained})
+    assert moved > 1e-3  # it learned something
+    assert _max_diff(w["sharded"], w["replicated"]) < tol * moved  # same maths as explicit gradient averaging
     assert _max_diff(w["sharded"], w["resumed"]) == 0.0  # checkpoint-2 + step 3 == the uninterrupted run
     assert _max_diff(w["sharded"], w["reloaded"]) == 0.0  # save_pretrained wrote the full weights
     assert r0["sharded"]["rewards"] == r0["replicated"]["rewards"]
@@ -63,7 +67,7 @@ def test_fsdp_training_matches_replicated_and_resumes_exactly(tmp_path, lora):
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora-kl"])
 def test_deepspeed_zero2_training_matches_replicated_and_resumes_exactly(tmp_path, lora):
     r0, r1 = _run_worker(tmp_path, "deepspeed", lora, 29549)
-    _check(r0, r1, lora, 1e-3)
+    _check(r0, r1, lora, 0.03)  # as loose as before (1e-3 absolute): not run where deepspeed is missing
 
 
 def test_launch_settings_choose_the_sharding(monkeypatch):
