@@ -39,9 +39,9 @@ import torch  # noqa: E402
 from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration  # noqa: E402
 
 from constrained_decoding import beam_search_plans, sample_plans  # noqa: E402
-from constrained_decoding import runner as runner_mod  # noqa: E402
 from constrained_decoding.dfa import build_dfa  # noqa: E402
-from constrained_decoding.grammar import special_ids  # noqa: E402
+from constrained_decoding.rows import special_ids  # noqa: E402
+from envs.openagi.grammar import plan_grammars  # noqa: E402
 from envs.openagi.plans import PlanLimits, enumerate_plans, format_plan  # noqa: E402
 from envs.openagi.registry import IMAGE, TEXT  # noqa: E402
 from envs.openagi.tools import signature_registry  # noqa: E402
@@ -141,19 +141,6 @@ def measure(fns: dict[str, Callable[[], object]], decoder: torch.nn.Module,
     return out
 
 
-def full_head(fn: Callable[[], object], model: torch.nn.Module) -> Callable[[], object]:
-    """``fn`` with our decoder forced onto the full-vocabulary logits path (the ablation)."""
-
-    def run():
-        runner_mod._HEAD_MODE[model] = False
-        try:
-            return fn()
-        finally:
-            runner_mod._HEAD_MODE[model] = True
-
-    return run
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--prompts", type=int, default=8, help="how many of the 8 benchmark tasks (cycled)")
@@ -196,17 +183,18 @@ def main(argv: list[str] | None = None) -> None:
                                                  renormalize_logits=True, max_new_tokens=96)
             torch.manual_seed(0)
             steps = constrained().shape[1] - 1  # (a) runs as many steps as (b)
+            grammars = plan_grammars(tok, sigs, registry, LIMITS)  # what the env hands the decoder
             if mode == "beam":
-                ours = lambda: beam_search_plans(model, tok, prompts, sigs, num_beams=width,  # noqa: E731
-                                                 registry=registry, limits=LIMITS)
+                def ours(head="auto"):
+                    return beam_search_plans(model, tok, prompts, grammars, num_beams=width, head=head)
             else:
-                ours = lambda: sample_plans(model, tok, prompts, sigs, k=width, registry=registry,  # noqa: E731
-                                            limits=LIMITS, seed=0)
+                def ours(head="auto"):
+                    return sample_plans(model, tok, prompts, grammars, k=width, seed=0, head=head)
             fns = {
                 "unconstrained": lambda: model.generate(**enc, **common, max_new_tokens=steps, min_new_tokens=steps),
                 "prefix_fn": constrained,
                 "ours": ours,
-                "ours (full head)": full_head(ours, model),
+                "ours (full head)": lambda: ours(head="full"),  # the full-vocabulary logits path (the ablation)
             }
             measured = measure(fns, decoder, args.repeats)
             results[mode] = {k: v[:3] for k, v in measured.items()}

@@ -3,7 +3,7 @@
 The distribution
 ----------------
 A planner defines token distributions softmax(z / τ). The *constrained policy* π_c masks them to
-the tokens the plan grammar allows in the current grammar state and renormalises:
+the tokens the grammar allows in the current grammar state and renormalises:
 π_c(a | s) = exp(z_a/τ) / Σ_{a' ∈ A(s)} exp(z_{a'}/τ). Everything here — sampling, beam search,
 greedy and the teacher-forced scorer — uses this one distribution, and the grammar states are a
 deterministic function of the decoded prefix, so :func:`score_plans` recomputes exactly the
@@ -31,35 +31,54 @@ branches can end in modalities no join accepts (with OpenAGI's tools, a text bra
 image) or use up every tool a tail needs, and removing those dead ends would need a normaliser
 over all branch tuples. Only heads with at least one valid branch per input are allowed.
 
+The grammar is the env's
+-------------------------
+The decoder knows no env. The factorisation above is OpenAGI's plan grammar
+(:mod:`envs.openagi.grammar`); the decoder only sees the :class:`Grammar` protocol
+(:mod:`constrained_decoding.protocol`): a token automaton, a root start state, the branch rows a
+finished root row forks, and how rows become an action and back. Callers pass one grammar per
+prompt, from the env (``env.grammar(tokenizer, task)``); there is no default.
+
 Public API
 ----------
 - :func:`sample_plans`, :func:`beam_search_plans`, :func:`greedy_plans` -> :class:`DecodedPlan`
-- :func:`score_plans`: differentiable ``[n]`` tensor of log π_c(plan)
-- :func:`plan_grammar` / :class:`PlanGrammar`: the cached grammar of a task signature
+  (the action, its rows and start states, its log-probability)
+- :func:`score_plans`: differentiable ``[n]`` tensor of log π_c(action) (of actions, or of
+  DecodedPlans, whose rows are reused)
+- :class:`Grammar` (the protocol), :func:`build_row_languages` / :class:`RowText` (the minimal
+  DFA of enumerated row texts, tokenised in context), :class:`TokenDFA` / :func:`build_dfa`
 - :func:`format_prompt`, :data:`PLAN_SEPARATOR`: the prompt format (causal models append it)
-- :func:`map_free_text_to_plan`: free-form solutions onto valid plans (MiniLM similarity)
+
+Modules: ``protocol`` (Grammar), ``dfa`` (TokenDFA), ``rows`` (row languages from texts),
+``tables`` (a batch's automata as tensors), ``head`` (allowed-token logits), ``kv_rows`` (the
+running rows' cache), ``runner`` (the model, step-wise and teacher-forced), ``search``
+(sampling), ``beam`` (beam search), ``decode`` / ``score`` (the API), ``prompts``.
 
 Models: HF encoder-decoder (T5) or causal (LLaMA-style) models, plain or PEFT-wrapped.
 """
 
 from constrained_decoding.decode import DecodedPlan, beam_search_plans, greedy_plans, sample_plans
-from constrained_decoding.freeform import FreeTextMappingError, map_free_text_to_plan
-from constrained_decoding.grammar import GrammarError, PlanGrammar, plan_grammar
+from constrained_decoding.dfa import TokenDFA, build_dfa
 from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts, format_prompt
+from constrained_decoding.protocol import Grammar
+from constrained_decoding.rows import GrammarError, RowLanguages, RowText, build_row_languages, special_ids
 from constrained_decoding.score import score_plans
 
 __all__ = [
     "DecodedPlan",
-    "FreeTextMappingError",
+    "Grammar",
     "GrammarError",
     "PLAN_SEPARATOR",
-    "PlanGrammar",
+    "RowLanguages",
+    "RowText",
+    "TokenDFA",
     "beam_search_plans",
+    "build_dfa",
+    "build_row_languages",
     "encode_prompts",
     "format_prompt",
     "greedy_plans",
-    "map_free_text_to_plan",
-    "plan_grammar",
     "sample_plans",
     "score_plans",
+    "special_ids",
 ]

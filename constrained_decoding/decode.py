@@ -1,11 +1,15 @@
-"""Constrained sampling (for RL), beam search and greedy decoding (for evaluation) of plans.
+"""Constrained sampling (for RL), beam search and greedy decoding (for evaluation) of actions.
 
 Every function takes task descriptions (``prompts``, formatted by
-:func:`constrained_decoding.prompts.format_prompt`) and one task signature per prompt
-(``(inputs, target)``, a Task, or a prebuilt :class:`PlanGrammar`). Decoding runs in
-``inference_mode`` with the model temporarily in eval mode (no dropout), so the reported
-log-probabilities are exactly what :func:`constrained_decoding.score.score_plans` recomputes
-on the same model in eval mode.
+:func:`constrained_decoding.prompts.format_prompt`) and one grammar per prompt
+(:class:`constrained_decoding.protocol.Grammar`, from the env: ``env.grammar(tokenizer, task)``);
+there is no default grammar. Decoding runs in ``inference_mode`` with the model temporarily in
+eval mode (no dropout), so the reported log-probabilities are exactly what
+:func:`constrained_decoding.score.score_plans` recomputes on the same model in eval mode.
+
+Switches (keyword arguments, no globals): ``head`` picks the output-layer path
+(:mod:`constrained_decoding.head`); ``reuse_cache=False`` prefills every branch row whole instead
+of starting it from its finished root row's cache.
 """
 
 from __future__ import annotations
@@ -15,47 +19,55 @@ import functools
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
-from constrained_decoding.grammar import PlanGrammar, as_signature, plan_grammar, stack_tables
+from constrained_decoding.beam import BeamGroup, BeamSearch, Hyps
+from constrained_decoding.head import HeadMode
+from constrained_decoding.protocol import Grammar, Row
 from constrained_decoding.runner import PlannerRunner
-from constrained_decoding.search import BeamGroup, Hyps, RowStart, beam_rows, sample_rows
-from envs.openagi.plans import Plan, PlanLimits, format_plan
-from envs.openagi.registry import ToolRegistry
+from constrained_decoding.search import RowStart, sample_rows
+from constrained_decoding.tables import stack_tables
 
 
 @dataclass(frozen=True)
 class DecodedPlan:
-    """A decoded plan: its canonical text, its rows' token ids and its constrained log-probability.
+    """A decoded action (a plan): the action, its rows and its constrained log-probability.
 
-    ``rows`` holds one token-id tuple per decoder row: the plan for a linear task; the head
-    (join and tail) then one row per branch for a nonlinear task. ``logprob`` is log π_c(plan)
-    at the decoding temperature (1 for beam search and greedy)."""
+    ``rows`` holds one token-id tuple per decoder row and ``starts`` the grammar state each row
+    started from: the root row, then the branch rows it forked (OpenAGI: the plan of a linear
+    task; the head then one row per branch of a nonlinear one). ``logprob`` is log π_c(action)
+    at the decoding temperature (1 for beam search and greedy). The rows are what
+    :func:`score_plans` teacher-forces: pass the DecodedPlan itself and they are not rebuilt."""
 
-    plan: Plan
-    text: str
+    plan: Any
     rows: tuple[tuple[int, ...], ...]
     logprob: float
+    starts: tuple[int, ...]
+    grammar: Grammar
+
+    @functools.cached_property
+    def text(self) -> str:
+        """The action's canonical text (formatted on first use)."""
+        return self.grammar.format(self.plan)
+
+    def row_pairs(self) -> list[Row]:
+        """``(start state, token ids)`` per row, as :meth:`Grammar.rows_for` gives them."""
+        return list(zip(self.starts, self.rows))
 
 
-def grammars_for(tokenizer, signatures: Sequence[object], registry: ToolRegistry | None = None,
-                 limits: PlanLimits | None = None) -> list[PlanGrammar]:
-    """One cached grammar per signature (default registry: OpenAGI's 15 tool signatures)."""
-    if registry is None:
-        registry = _default_registry()
-    out = []
-    for s in signatures:
-        out.append(s if isinstance(s, PlanGrammar) else plan_grammar(tokenizer, registry, *as_signature(s), limits))
-    return out
-
-
-@functools.lru_cache(maxsize=1)
-def _default_registry() -> ToolRegistry:
-    from envs.openagi.tools import signature_registry
-
-    return signature_registry()
+def check_grammars(grammars: Sequence[object], n_prompts: int) -> list[Grammar]:
+    """The caller's grammars, one per prompt (no default: the env supplies them)."""
+    grammars = list(grammars)
+    for g in grammars:
+        if not isinstance(g, Grammar):
+            raise TypeError(f"expected one Grammar per prompt (the env's, e.g. env.grammar(tokenizer, task)), "
+                            f"got {type(g).__name__}: {g!r}")
+    if len(grammars) != n_prompts:
+        raise ValueError(f"got {n_prompts} prompts but {len(grammars)} grammars; expected one per prompt")
+    return grammars
 
 
 @contextlib.contextmanager
@@ -70,33 +82,29 @@ def decoding_mode(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-def _setup(model, tokenizer, prompts, signatures, registry, limits):
+def _setup(model, tokenizer, prompts, grammars, head):
     prompts = list(prompts)
-    grammars = grammars_for(tokenizer, signatures, registry, limits)
-    if len(grammars) != len(prompts):
-        raise ValueError(f"got {len(prompts)} prompts but {len(grammars)} signatures; expected one per prompt")
+    grammars = check_grammars(grammars, len(prompts))
     if not prompts:
         return None
-    pad = grammars[0].pad_id
-    runner = PlannerRunner(model, tokenizer, prompts, pad_id=pad)
+    runner = PlannerRunner(model, tokenizer, prompts, pad_id=grammars[0].pad_id, head=head)
     tables = stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
     return grammars, runner, tables
 
 
-def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures: Sequence[object], k: int = 1,
-                 temperature: float = 1.0, *, registry: ToolRegistry | None = None,
-                 limits: PlanLimits | None = None, seed: int | None = 0,
-                 generator: torch.Generator | None = None) -> list[list[DecodedPlan]]:
-    """``k`` plans per prompt drawn from the constrained policy π_c at ``temperature``.
+def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar], k: int = 1,
+                 temperature: float = 1.0, *, seed: int | None = 0, generator: torch.Generator | None = None,
+                 head: HeadMode = "auto", reuse_cache: bool = True) -> list[list[DecodedPlan]]:
+    """``k`` actions per prompt drawn from the constrained policy π_c at ``temperature``.
 
-    Nonlinear tasks: a sample's branch rows (decoded in parallel) join the batch of running rows
-    as soon as its head row has finished. Same ``seed`` -> same plans."""
+    Branching grammars: a sample's branch rows (decoded in parallel) join the batch of running
+    rows as soon as its root row has finished. Same ``seed`` -> same actions."""
     if k < 1:
         raise ValueError(f"k={k}: expected at least one sample per prompt")
     if not temperature > 0:
         raise ValueError(f"temperature={temperature}: expected a positive number (use greedy_plans for argmax)")
     with decoding_mode(model):
-        setup = _setup(model, tokenizer, prompts, signatures, registry, limits)
+        setup = _setup(model, tokenizer, prompts, grammars, head)
         if setup is None:
             return []
         grammars, runner, tables = setup
@@ -104,105 +112,105 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures
             generator = torch.Generator(device=runner.device)
             generator.manual_seed(0 if seed is None else seed)
         owner = [p for p in range(len(grammars)) for _ in range(k)]
-        where: list[int] = []  # the sample each branch row (numbered after the head rows) belongs to
+        where: list[tuple[int, int]] = []  # (sample, start state) of each branch row, numbered after the roots
 
         def spawn(finished: list[tuple[int, tuple[int, ...]]]) -> list[tuple[int, RowStart]]:
-            """The branch rows of the nonlinear samples whose head row has just finished."""
+            """The branch rows of the samples whose root row has just finished."""
             new = []
             for j, tokens in finished:
-                g = grammars[owner[j]] if j < len(owner) else None
-                if g is None or g.is_linear:
+                if j >= len(owner):
                     continue
-                h = g.meaning(g.root, tokens)
-                for i in range(g.num_branches):
-                    new.append((owner[j], (g, g.branch_start[h][i])))
-                    where.append(j)
+                g = grammars[owner[j]]
+                for s in g.branch_starts(tokens) if g.branching else ():
+                    new.append((owner[j], (g, s)))
+                    where.append((j, s))
             return new
 
         rows, lps = sample_rows(runner, tables, owner, [(grammars[p], grammars[p].root) for p in owner],
-                                temperature, generator, spawn)
+                                temperature, generator, spawn, reuse_cache=reuse_cache)
         roots, logp = rows[: len(owner)], lps[: len(owner)]
-        branches: list[list[tuple[int, ...]]] = [[] for _ in owner]
-        for j, row, lp in zip(where, rows[len(owner) :], lps[len(owner) :]):
-            branches[j].append(row)
+        branches: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in owner]
+        for (j, s), row, lp in zip(where, rows[len(owner) :], lps[len(owner) :]):
+            branches[j].append((s, row))
             logp[j] += lp
     out: list[list[DecodedPlan]] = [[] for _ in grammars]
     for j, p in enumerate(owner):
-        plan = grammars[p].assemble(roots[j], branches[j])
-        out[p].append(DecodedPlan(plan, format_plan(plan), (roots[j], *branches[j]), logp[j]))
+        out[p].append(_decoded(grammars[p], roots[j], branches[j], logp[j]))
     return out
 
 
-def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures: Sequence[object],
-                      num_beams: int = 16, num_return: int | None = None, *, branch_beams: int = 2,
-                      registry: ToolRegistry | None = None,
-                      limits: PlanLimits | None = None) -> list[list[DecodedPlan]]:
-    """Up to ``num_return`` distinct plans per prompt, best constrained log-probability first.
+def _decoded(g: Grammar, root: tuple[int, ...], branches: Sequence[tuple[int, tuple[int, ...]]],
+             logprob: float) -> DecodedPlan:
+    action = g.assemble(root, [t for _, t in branches])
+    return DecodedPlan(action, (root, *(t for _, t in branches)), logprob, (g.root, *(s for s, _ in branches)), g)
 
-    Linear tasks: beam search of width ``num_beams``. Nonlinear tasks (semi-autoregressive): beam
-    search of the head rows (width ``num_beams``); the best ``max(1, num_beams // (branches *
-    branch_beams))`` heads each get a beam of ``branch_beams`` per branch, which joins the batch of
-    running beams as soon as the prompt's head search has finished; a plan's score is its head's
-    plus its branches' log-probabilities and the best combinations are returned."""
+
+def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar],
+                      num_beams: int = 16, num_return: int | None = None, *, branch_beams: int = 2,
+                      head: HeadMode = "auto", reuse_cache: bool = True,
+                      greedy: bool = False) -> list[list[DecodedPlan]]:
+    """Up to ``num_return`` distinct actions per prompt, best constrained log-probability first.
+
+    Root rows: beam search of width ``num_beams`` (:class:`constrained_decoding.beam.BeamSearch`).
+    Branching grammars (semi-autoregressive): the best ``max(1, num_beams // (branches *
+    branch_beams))`` root rows each get a beam of ``branch_beams`` per branch row, which joins the
+    batch of running beams as soon as the prompt's root search has finished; an action's score is
+    its root row's plus its branch rows' log-probabilities and the best combinations are returned.
+    ``greedy`` (all widths 1): the strict argmax path (:func:`greedy_plans`)."""
     if num_beams < 1 or branch_beams < 1:
         raise ValueError(f"num_beams={num_beams}, branch_beams={branch_beams}: expected positive widths")
+    if greedy and (num_beams, branch_beams) != (1, 1):
+        raise ValueError(f"greedy=True needs num_beams=1 and branch_beams=1, got {num_beams}, {branch_beams}")
     num_return = num_beams if num_return is None else num_return
     if not 1 <= num_return:
         raise ValueError(f"num_return={num_return}: expected at least 1")
     with decoding_mode(model):
-        setup = _setup(model, tokenizer, prompts, signatures, registry, limits)
+        setup = _setup(model, tokenizer, prompts, grammars, head)
         if setup is None:
             return []
         grammars, runner, tables = setup
-        group_key: list[tuple[int, int]] = []  # the (prompt, head rank) of each branch group
+        group_of: list[tuple[int, int, int]] = []  # the (prompt, root rank, start state) of each branch group
 
         def spawn(finished: list[tuple[int, Hyps]]) -> list[BeamGroup]:
-            """Branch groups of the best heads of the nonlinear prompts whose head search has just finished."""
+            """Branch groups of the best root rows of the prompts whose root search has just finished."""
             new = []
             for p, hyps in finished:
                 g = grammars[p] if p < len(grammars) else None
-                if g is None or g.is_linear:
+                if g is None or not g.branching or not hyps:
                     continue
-                keep = max(1, num_beams // (g.num_branches * branch_beams))
-                for rank, (tokens, _) in enumerate(hyps[:keep]):
-                    h = g.meaning(g.root, tokens)
-                    for i in range(g.num_branches):
-                        new.append((p, (g, g.branch_start[h][i]), branch_beams))
-                        group_key.append((p, rank))
+                starts = [g.branch_starts(tokens) for tokens, _ in hyps]
+                keep = max(1, num_beams // (max(1, len(starts[0])) * branch_beams))
+                for rank, ss in enumerate(starts[:keep]):
+                    for s in ss:
+                        new.append((p, (g, s), branch_beams))
+                        group_of.append((p, rank, s))
             return new
 
-        found = beam_rows(runner, tables, [(p, (g, g.root), num_beams) for p, g in enumerate(grammars)], spawn)
+        search = BeamSearch(runner, tables, spawn, reuse_cache=reuse_cache, greedy=greedy)
+        found = search.run([(p, (g, g.root), num_beams) for p, g in enumerate(grammars)])
         roots, found = found[: len(grammars)], found[len(grammars) :]
-    per_head: dict[tuple[int, int], list[list[tuple[tuple[int, ...], float]]]] = {}
-    for key, hyps in zip(group_key, found):
-        per_head.setdefault(key, []).append(hyps)
+    per_root: dict[tuple[int, int], list[tuple[int, Hyps]]] = {}
+    for (p, rank, s), hyps in zip(group_of, found):
+        per_root.setdefault((p, rank), []).append((s, hyps))
     out: list[list[DecodedPlan]] = []
     for p, g in enumerate(grammars):
         cands: list[DecodedPlan] = []
-        if g.is_linear:
-            for tokens, score in roots[p]:
-                plan = g.assemble(tokens)
-                cands.append(DecodedPlan(plan, format_plan(plan), (tokens,), score))
-        else:
-            for rank, (head_tokens, head_score) in enumerate(roots[p]):
-                lists = per_head.get((p, rank))
-                if lists is None:
-                    break
-                for combo in itertools.product(*lists):
-                    rows = tuple(t for t, _ in combo)
-                    plan = g.assemble(head_tokens, rows)
-                    score = head_score + sum(s for _, s in combo)
-                    cands.append(DecodedPlan(plan, format_plan(plan), (head_tokens, *rows), score))
+        for rank, (root_tokens, root_score) in enumerate(roots[p]):
+            lists = per_root.get((p, rank), [])
+            if g.branching and not lists and g.branch_starts(root_tokens):
+                break  # root rows beyond the best ``keep`` got no branch search
+            for combo in itertools.product(*[[(s, t, sc) for t, sc in hyps] for s, hyps in lists]):
+                score = root_score + sum(sc for _, _, sc in combo)
+                cands.append(_decoded(g, root_tokens, [(s, t) for s, t, _ in combo], score))
         cands.sort(key=lambda d: -d.logprob)
         out.append(cands[:num_return])
     return out
 
 
-def greedy_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures: Sequence[object], *,
-                 registry: ToolRegistry | None = None, limits: PlanLimits | None = None) -> list[DecodedPlan]:
-    """One plan per prompt, by width-1 beam search of every row: it follows the most likely token that
-    does not end the row and returns the likeliest row that ended on the way (the greedy row, or a
-    likelier one ending earlier)."""
-    res = beam_search_plans(model, tokenizer, prompts, signatures, num_beams=1, num_return=1, branch_beams=1,
-                            registry=registry, limits=limits)
+def greedy_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar], *,
+                 head: HeadMode = "auto", reuse_cache: bool = True) -> list[DecodedPlan]:
+    """One action per prompt, the strict argmax path of every row (as HF's greedy search): each row
+    takes the most likely allowed token, and ends when ending it is the most likely choice."""
+    res = beam_search_plans(model, tokenizer, prompts, grammars, num_beams=1, num_return=1, branch_beams=1,
+                            head=head, reuse_cache=reuse_cache, greedy=True)
     return [r[0] for r in res]

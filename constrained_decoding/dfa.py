@@ -1,7 +1,7 @@
 """A minimal acyclic automaton over token ids, laid out as tensors for batched decoding.
 
 The plan grammar of a task is a finite language: the token sequences a tokenizer really produces
-for each allowed row text (see :mod:`constrained_decoding.grammar`). We store it as the minimal
+for each allowed row text (see :mod:`constrained_decoding.rows`). We store it as the minimal
 acyclic DFA of that language (a trie with equal sub-tries merged), so that one decoding step for a
 whole batch is three gathers: ``allowed[state]`` (the allowed token ids, padded to the maximum
 out-degree ``D``), ``valid[state]`` (which of the ``D`` slots are real) and

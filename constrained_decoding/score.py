@@ -1,53 +1,59 @@
-"""Teacher-forced log-probabilities of given plans under the constrained policy π_c.
+"""Teacher-forced log-probabilities of given actions under the constrained policy π_c.
 
-This is the quantity the RL loss needs: log π_c(plan) = Σ over the plan's rows and tokens of
+This is the quantity the RL loss needs: log π_c(action) = Σ over the action's rows and tokens of
 z_a/τ − logsumexp_{a' ∈ A(s)} z_{a'}/τ, with the same grammar states A(s) the decoder used
-(they are a deterministic function of the prefix). Batched (all rows of all plans in one forward
-pass) and differentiable; the model's train/eval mode is left to the caller (eval mode, or no
-dropout, reproduces the decoder's numbers).
+(they are a deterministic function of the prefix). Batched (all rows of all actions in one
+forward pass) and differentiable; the model's train/eval mode is left to the caller (eval mode,
+or no dropout, reproduces the decoder's numbers).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
-from constrained_decoding.decode import grammars_for
-from constrained_decoding.grammar import stack_tables
+from constrained_decoding.decode import DecodedPlan, check_grammars
+from constrained_decoding.head import HeadMode
+from constrained_decoding.protocol import Grammar
 from constrained_decoding.runner import PlannerRunner
-from envs.openagi.plans import Plan, PlanLimits
-from envs.openagi.registry import ToolRegistry
+from constrained_decoding.tables import stack_tables
 
 
-def score_plans(model: nn.Module, tokenizer, prompts: Sequence[str], signatures: Sequence[object],
-                plans: Sequence[Plan | str], temperature: float = 1.0, *, registry: ToolRegistry | None = None,
-                limits: PlanLimits | None = None, through_forward: bool = False) -> torch.Tensor:
-    """``[len(plans)]`` tensor of log π_c(plans[j] | prompts[j]) at ``temperature`` (with gradients).
+def score_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar],
+                plans: Sequence[Any], temperature: float = 1.0, *, through_forward: bool = False,
+                head: HeadMode = "auto") -> torch.Tensor:
+    """``[len(plans)]`` tensor of log π_c(plans[j] | prompts[j]) under ``grammars[j]`` at ``temperature``
+    (with gradients).
 
-    ``plans`` are Plan objects or canonical texts; a plan that is not valid for its signature
-    raises :class:`envs.openagi.plans.PlanError` (it has probability 0 under π_c).
+    ``plans`` are actions (for OpenAGI: Plan objects or canonical texts), whose rows the grammar
+    builds (:meth:`Grammar.rows_for`: an action that is not valid for its grammar raises the env's
+    error, e.g. :class:`envs.openagi.plans.PlanError`: it has probability 0 under π_c), or
+    :class:`DecodedPlan`\\ s, whose decoded rows are scored as they are.
     ``through_forward``: compute the logits with one call of ``model``'s own ``forward`` (full
     vocabulary) instead of its sub-modules — what an FSDP-sharded model needs for its hooks."""
     prompts, plans = list(prompts), list(plans)
-    if not (len(prompts) == len(plans) == len(signatures)):
-        raise ValueError(f"got {len(prompts)} prompts, {len(signatures)} signatures and {len(plans)} plans; "
+    if not (len(prompts) == len(plans) == len(grammars)):
+        raise ValueError(f"got {len(prompts)} prompts, {len(grammars)} grammars and {len(plans)} plans; "
                          "expected one of each per plan")
     if not temperature > 0:
         raise ValueError(f"temperature={temperature}: expected a positive number")
     if not plans:
         return torch.zeros(0)
-    grammars = grammars_for(tokenizer, signatures, registry, limits)
+    grammars = check_grammars(grammars, len(prompts))
     uniq = list(dict.fromkeys(prompts))
     where = {p: i for i, p in enumerate(uniq)}
-    runner = PlannerRunner(model, tokenizer, uniq, pad_id=grammars[0].pad_id, through_forward=through_forward)
+    runner = PlannerRunner(model, tokenizer, uniq, pad_id=grammars[0].pad_id, through_forward=through_forward,
+                           head=head)
     tables = stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
     rows, row_prompt, row_plan, row_states, row_slots = [], [], [], [], []
     for j, (g, plan) in enumerate(zip(grammars, plans)):
-        for start, tokens in g.rows_for(plan):
+        pairs = plan.row_pairs() if isinstance(plan, DecodedPlan) else g.rows_for(plan)
+        off = tables.offset[g]
+        for start, tokens in pairs:
             states, slots = g.dfa.walk(start, tokens)
-            off = tables.offset[g]
             rows.append(tokens)
             row_prompt.append(where[prompts[j]])
             row_plan.append(j)

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 from constrained_decoding.decode import beam_search_plans
-from constrained_decoding.freeform import map_free_text_to_plan
 from constrained_decoding.prompts import encode_formatted, format_prompt
 from envs.openagi.env import OpenAGIEnv
+from envs.openagi.freeform import map_free_text_to_plan
 from envs.openagi.oracle import oracle_for_task
 from envs.openagi.plans import PlanError, format_plan
 from envs.openagi.tasks import Task
@@ -43,8 +43,8 @@ class SchemaResult:
 
 def constrained_schema(name: str, planner, env: OpenAGIEnv, tasks: Sequence[Task], num_beams: int) -> SchemaResult:
     """Best plan of a constrained beam search per task, scored on all of the task's samples."""
-    best = beam_search_plans(planner.model, planner.tokenizer, [t.description for t in tasks], [(t.inputs, t.target) for t in tasks],
-                             num_beams=num_beams, num_return=1, registry=env.registry, limits=env.limits)
+    best = beam_search_plans(planner.model, planner.tokenizer, [t.description for t in tasks],
+                             [env.grammar(planner.tokenizer, t) for t in tasks], num_beams=num_beams, num_return=1)
     return _score(name, env, tasks, [b[0].plan for b in best])
 
 

@@ -48,8 +48,8 @@ def supervised_finetune(planner, env: OpenAGIEnv, tasks: Sequence[Task], *, epoc
             with accelerator.autocast():
                 logp = score_plans(model, planner.tokenizer,
                                    [t.description for t in batch],
-                                   [(t.inputs, t.target) for t in batch], [t.reference_plan for t in batch],
-                                   registry=env.registry, limits=env.limits, through_forward=sharding.sharded)
+                                   [env.grammar(planner.tokenizer, t) for t in batch],
+                                   [t.reference_plan for t in batch], through_forward=sharding.sharded)
             loss = -logp.mean()
             sharding.backward(loss)
             sharding.clip_and_step(model, optimizer, scheduler, max_grad_norm)

@@ -95,30 +95,31 @@ class RLTFTrainer:
         tasks = [env.get_task(i) for i in drawn[acc.process_index :: acc.num_processes]]
         prompts = [t.description for t in tasks]  # the decoder formats them (format_prompt)
         sigs = [(t.inputs, t.target) for t in tasks]
+        grammars = [env.grammar(self.planner.tokenizer, t) for t in tasks]  # the env's valid plans
 
         # 2. K plans per task sampled from the constrained policy
         self.model.eval()  # no dropout: sampling and scoring evaluate the same function
         with self.sharding.gathered(self.model):
-            decoded = sample_plans(self.model, self.planner.tokenizer, prompts, sigs, rl.k_samples, rl.temperature,
-                                   registry=env.registry, limits=env.limits, seed=sample_seed)
+            decoded = sample_plans(self.model, self.planner.tokenizer, prompts, grammars, rl.k_samples,
+                                   rl.temperature, seed=sample_seed)
         flat = [(t, p, s, d) for t, p, s, ds in zip(tasks, prompts, sigs, decoded) for d in ds]
+        flat_grammars = [d.grammar for *_, d in flat]
 
-        # 3. rewards from executing the plans
+        # 3. rewards from executing the plans (the parsed plans: checked once, formatted once)
         results = env.score([(t, d.plan) for t, _, _, d in flat], rng=samples_rng)
         rewards = np.array([r.reward if math.isfinite(r.reward) else 0.0 for r in results])
 
         # 4. log π_c(plan), teacher-forced with gradients, under the sampler's masks and temperature
+        #    (the decoded rows themselves: nothing is rebuilt from the plans)
         with acc.autocast():
-            logp = score_plans(self.model, self.planner.tokenizer, [p for _, p, _, _ in flat],
-                               [s for _, _, s, _ in flat], [d.plan for *_, d in flat], rl.temperature,
-                               registry=env.registry, limits=env.limits, through_forward=self.sharding.sharded)
+            logp = score_plans(self.model, self.planner.tokenizer, [p for _, p, _, _ in flat], flat_grammars,
+                               [d for *_, d in flat], rl.temperature, through_forward=self.sharding.sharded)
         logp_d = logp.detach().float().cpu()
         kl = torch.zeros_like(logp_d)
         if self.reference is not None:
             with self.reference() as ref_model, torch.no_grad():
-                ref_lp = score_plans(ref_model, self.planner.tokenizer, [p for _, p, _, _ in flat],
-                                     [s for _, _, s, _ in flat], [d.plan for *_, d in flat], rl.temperature,
-                                     registry=env.registry, limits=env.limits,
+                ref_lp = score_plans(ref_model, self.planner.tokenizer, [p for _, p, _, _ in flat], flat_grammars,
+                                     [d for *_, d in flat], rl.temperature,
                                      through_forward=self.sharding.sharded).float().cpu()
             kl = logp_d - ref_lp
 
@@ -132,7 +133,8 @@ class RLTFTrainer:
         self.sharding.backward(loss)
         grad_norm = self.sharding.clip_and_step(self.model, self.optimizer, self.scheduler, rl.max_grad_norm)
         self.step += 1
-        self.last_batch = StepBatch([t.id for t, *_ in flat], [d.text for *_, d in flat], rewards,
+        texts = [r.plan_text for r in results]  # (the env formatted each valid plan once)
+        self.last_batch = StepBatch([t.id for t, *_ in flat], texts, rewards,
                                     shaped.numpy(), [s for _, _, s, _ in flat], [p for _, p, _, _ in flat])
 
         stats = env.cache_stats()
@@ -145,7 +147,7 @@ class RLTFTrainer:
             "train/entropy": float(-logp_d.mean()),  # sequence-level estimate E[-log π_c]
             "train/kl": float(kl.mean()),
             "train/valid": float(np.mean([r.valid for r in results])),
-            "train/distinct_plans": len({(t.id, d.text) for t, _, _, d in flat}) / len(flat),
+            "train/distinct_plans": len({(t.id, text) for (t, *_), text in zip(flat, texts)}) / len(flat),
             "train/logprob_mismatch": float((sampled_lp - logp_d).abs().max()),
             "train/grad_norm": grad_norm,
             "train/lr": self.scheduler.get_last_lr()[0],

@@ -21,11 +21,12 @@ import itertools
 import pytest
 import torch
 
-from constrained_decoding.decode import beam_search_plans, grammars_for
-from constrained_decoding.grammar import stack_tables
+from constrained_decoding.decode import beam_search_plans, greedy_plans
+from constrained_decoding.tables import stack_tables
 from constrained_decoding.prompts import encode_prompts
 from constrained_decoding.runner import PlannerRunner
 from constrained_decoding.score import score_plans
+from envs.openagi.grammar import plan_grammars
 from envs.openagi.plans import PlanLimits, check_plan, enumerate_plans
 from envs.openagi.registry import IMAGE, TEXT
 from envs.openagi.tools import signature_registry
@@ -64,7 +65,7 @@ def planner(kind: str, seed: int):
 
 
 def grammar(tok, sig, reg="small"):
-    return grammars_for(tok, [sig], REGISTRIES[reg], LIMITS)[0]
+    return plan_grammars(tok, [sig], REGISTRIES[reg], LIMITS)[0]
 
 
 def all_plans(sig, reg="small"):
@@ -73,8 +74,8 @@ def all_plans(sig, reg="small"):
 
 def teacher_forced(model, tok, prompt, sig, plans, reg="small") -> torch.Tensor:
     with torch.no_grad():
-        return score_plans(model, tok, [prompt] * len(plans), [sig] * len(plans), plans, registry=REGISTRIES[reg],
-                           limits=LIMITS).double()
+        return score_plans(model, tok, [prompt] * len(plans), plan_grammars(tok, [sig] * len(plans), REGISTRIES[reg], LIMITS),
+                           plans).double()
 
 
 @functools.lru_cache(maxsize=None)
@@ -146,8 +147,8 @@ def reference_plans(kind, seed, prompt, sig, num_beams, branch_beams, reg="small
 
 def beam(kind, seed, prompt, sig, num_beams, branch_beams=2, reg="small"):
     model, tok = planner(kind, seed)
-    return beam_search_plans(model, tok, [prompt], [sig], num_beams=num_beams, branch_beams=branch_beams,
-                             registry=REGISTRIES[reg], limits=LIMITS)[0]
+    return beam_search_plans(model, tok, [prompt], plan_grammars(tok, [sig], REGISTRIES[reg], LIMITS),
+                             num_beams=num_beams, branch_beams=branch_beams)[0]
 
 
 def at_least(a: float, b: float) -> bool:
@@ -284,3 +285,41 @@ def test_best_plan_scores_at_least_hf_generates():
 def test_best_plan_scores_at_least_hf_generates_many_seeds(kind, sig):
     better = check_against_hf(kind, sig, range(100), range(1, 5))
     print(f"{kind} {sig}: strictly better than HF in {better}/400 cases")
+
+
+# ------------------------------------------------------------------------------- greedy
+def argmax_row(model, tok, prompt, g, start) -> tuple[int, ...]:
+    """One row decoded by hand: every step re-reads the prompt and the row so far (no cache) and takes
+    the most likely allowed token, until the grammar's sink."""
+    runner = PlannerRunner(model, tok, [prompt], pad_id=g.pad_id)
+    tables = stack_tables((g,), runner.device)
+    off, s, row = tables.offset[g], start, []
+    with torch.no_grad():
+        while s != g.dfa.final:
+            st = torch.tensor([s + off])
+            z = runner.allowed_logits(runner.start(torch.tensor([0]), [row]), tables, st)
+            slot = int(z.masked_fill(~tables.valid[st], float("-inf")).argmax(-1))
+            row.append(int(tables.allowed[s + off, slot]))
+            s = int(tables.next_state[s + off, slot]) - off
+    return tuple(row)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("sig", "reg"), [(LINEAR, "openagi"), (NONLINEAR, "small")], ids=["linear", "nonlinear"])
+def test_greedy_is_the_argmax_path(kind, sig, reg):
+    """greedy_plans is the strict argmax path of every row (HF's greedy search), not width-1 beam search
+    (which also returns a likelier row that ended off that path)."""
+    off_path = 0
+    for seed in range(12):
+        model, tok = planner(kind, seed)
+        prompt, g = TASKS[sig][seed % 2], grammar(tok, sig, reg)
+        got = greedy_plans(model, tok, [prompt], [g])[0]
+        root = argmax_row(model, tok, prompt, g, g.root)
+        branches = [argmax_row(model, tok, prompt, g, s) for s in g.branch_starts(root)]
+        assert got.rows == (root, *branches), (kind, seed)
+        assert got.plan == g.assemble(root, branches)
+        assert close(got.logprob, float(teacher_forced(model, tok, prompt, sig, [got.plan], reg)[0]))
+        if sig == LINEAR:
+            assert close(got.logprob, hf_best(model, tok, prompt, sig, 1, reg)), (kind, seed)
+        off_path += beam(kind, seed, prompt, sig, 1, branch_beams=1, reg=reg)[0].rows != got.rows
+    print(f"{kind} {sig}: width-1 beam search left the argmax path in {off_path}/12 cases")

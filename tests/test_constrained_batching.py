@@ -15,6 +15,7 @@ from constrained_decoding import runner as runner_mod
 from constrained_decoding.decode import beam_search_plans, sample_plans
 from constrained_decoding.score import score_plans
 from envs.openagi.plans import PlanLimits, check_plan
+from envs.openagi.grammar import plan_grammars
 from envs.openagi.registry import IMAGE, TEXT
 from tiny_models import bpe_tokenizer, small_registry, tiny_llama, tiny_t5, unigram_tokenizer
 
@@ -114,11 +115,11 @@ def test_beam_search_of_a_mixed_batch_equals_each_prompt_alone(name):
     model, tok = PLANNERS[name]()
     prompts, sigs = [p for p, _ in TASKS], [s for _, s in TASKS]
     for beams, branch_beams in ((8, 2), (6, 1), (3, 3)):
-        together = beam_search_plans(model, tok, prompts, sigs, num_beams=beams, branch_beams=branch_beams,
-                                     registry=REG, limits=LIMITS)
+        together = beam_search_plans(model, tok, prompts, plan_grammars(tok, sigs, REG, LIMITS),
+                                     num_beams=beams, branch_beams=branch_beams)
         for (p, s), got in zip(TASKS, together):
-            alone = beam_search_plans(model, tok, [p], [s], num_beams=beams, branch_beams=branch_beams,
-                                      registry=REG, limits=LIMITS)[0]
+            alone = beam_search_plans(model, tok, [p], plan_grammars(tok, [s], REG, LIMITS),
+                                      num_beams=beams, branch_beams=branch_beams)[0]
             assert [d.text for d in got] == [d.text for d in alone]
             torch.testing.assert_close([d.logprob for d in got], [d.logprob for d in alone], **LOGPROB_TOL)
 
@@ -128,16 +129,17 @@ def test_sampled_mixed_batch_reports_the_scorers_log_probabilities(name):
     """Branch rows joining mid-sampling: valid plans whose log-probabilities the scorer recomputes."""
     model, tok = PLANNERS[name]()
     prompts, sigs = [p for p, _ in TASKS], [s for _, s in TASKS]
-    drawn = sample_plans(model, tok, prompts, sigs, k=12, temperature=0.8, registry=REG, limits=LIMITS, seed=4)
+    drawn = sample_plans(model, tok, prompts, plan_grammars(tok, sigs, REG, LIMITS), k=12, temperature=0.8, seed=4)
     flat = [(p, s, d) for (p, s), ds in zip(TASKS, drawn) for d in ds]
     for _, s, d in flat:
         check_plan(d.plan, REG, *s, LIMITS)
         assert len(d.rows) == (1 if len(s[0]) == 1 else 1 + len(s[0]))  # head + one row per branch
     with torch.no_grad():
-        want = score_plans(model, tok, [p for p, _, _ in flat], [s for _, s, _ in flat], [d.plan for _, _, d in flat],
-                           0.8, registry=REG, limits=LIMITS)
+        want = score_plans(model, tok, [p for p, _, _ in flat], plan_grammars(tok, [s for _, s, _ in flat], REG, LIMITS),
+                           [d.plan for _, _, d in flat],
+                           0.8)
     torch.testing.assert_close(torch.tensor([d.logprob for _, _, d in flat]), want.float(), **LOGPROB_TOL)
-    again = sample_plans(model, tok, prompts, sigs, k=12, temperature=0.8, registry=REG, limits=LIMITS, seed=4)
+    again = sample_plans(model, tok, prompts, plan_grammars(tok, sigs, REG, LIMITS), k=12, temperature=0.8, seed=4)
     assert [[d.text for d in ds] for ds in again] == [[d.text for d in ds] for ds in drawn]
 
 
@@ -182,7 +184,7 @@ def _char_tokenizer():
     from tokenizers import Tokenizer, models, processors
     from transformers import PreTrainedTokenizerFast
 
-    from constrained_decoding.grammar import head_text, plan_grammar
+    from envs.openagi.grammar import head_text, plan_grammar
 
     heads = sorted({head_text(*h) for _, sig in TASKS if len(sig[0]) > 1
                     for h in plan_grammar(PLANNERS["t5"]()[1], REG, *sig, LIMITS).heads})
@@ -214,8 +216,6 @@ def test_branch_rows_from_the_head_cache_decode_as_prefilled(name, monkeypatch):
     """Beam search and sampling with branch rows forked from their head row's cache: the plans and
     log-probabilities of prefilling every branch prefix whole. The ``-chars`` tokenizer also makes
     branch rows whose prefix shares part or none of the head row's tokens (partial fork, fallback)."""
-    from constrained_decoding import search
-
     model, tok = REUSE_PLANNERS[name]()
     prompts, sigs = [p for p, _ in TASKS], [s for _, s in TASKS]
     forked, whole = [], []
@@ -226,12 +226,13 @@ def test_branch_rows_from_the_head_cache_decode_as_prefilled(name, monkeypatch):
                         lambda self, p, pre: whole.append(len(pre)) or start(self, p, pre))
     runs = {}
     for reuse in (True, False):
-        monkeypatch.setattr(search, "REUSE_CACHE", reuse)
         forked.clear()
         whole.clear()
-        beams = beam_search_plans(model, tok, prompts, sigs, num_beams=8, branch_beams=2, registry=REG,
-                                  limits=LIMITS)
-        drawn = sample_plans(model, tok, prompts, sigs, k=8, temperature=0.8, registry=REG, limits=LIMITS, seed=5)
+        beams = beam_search_plans(model, tok, prompts, plan_grammars(tok, sigs, REG, LIMITS),
+                                  num_beams=8, branch_beams=2,
+                                  reuse_cache=reuse)
+        drawn = sample_plans(model, tok, prompts, plan_grammars(tok, sigs, REG, LIMITS), k=8, temperature=0.8, seed=5,
+                             reuse_cache=reuse)
         runs[reuse] = [[(d.text, d.logprob) for d in ds] for ds in beams + drawn]
         assert bool(forked) == reuse
         if reuse:  # (2 calls start the head rows) branch rows prefilled whole: only where tokens differ

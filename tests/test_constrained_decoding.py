@@ -18,6 +18,7 @@ from constrained_decoding import runner as runner_mod
 from constrained_decoding.decode import beam_search_plans, greedy_plans, sample_plans
 from constrained_decoding.score import score_plans
 from envs.openagi.plans import PlanLimits, check_plan, enumerate_plans, format_plan, parse_plan
+from envs.openagi.grammar import plan_grammars
 from envs.openagi.registry import IMAGE, TEXT
 from tiny_models import (
     bpe_tokenizer,
@@ -78,10 +79,10 @@ def assert_sums_to_one(p: torch.Tensor) -> None:
     torch.testing.assert_close(float(p.sum()), 1.0, rtol=0.0, atol=tol)
 
 
-def scores(model, tok, sig, plans, temperature=1.0):
+def scores(model, tok, sig, plans, temperature=1.0, head="auto"):
     with torch.no_grad():
-        return score_plans(model, tok, [PROMPT[sig]] * len(plans), [sig] * len(plans), plans, temperature,
-                           registry=REG, limits=LIMITS)
+        return score_plans(model, tok, [PROMPT[sig]] * len(plans), plan_grammars(tok, [sig] * len(plans), REG, LIMITS),
+                           plans, temperature, head=head)
 
 
 @pytest.mark.parametrize("name", PLANNERS)
@@ -102,8 +103,8 @@ def test_probabilities_of_all_valid_plans_sum_to_one(name, sig):
 def test_sampler_reports_the_scorers_log_probabilities(name, sig):
     model, tok = planner(name)
     for temperature in (1.0, 0.7):
-        drawn = sample_plans(model, tok, [PROMPT[sig]], [sig], k=24, temperature=temperature, registry=REG,
-                             limits=LIMITS, seed=11)[0]
+        drawn = sample_plans(model, tok, [PROMPT[sig]], plan_grammars(tok, [sig], REG, LIMITS),
+                             k=24, temperature=temperature, seed=11)[0]
         assert len(drawn) == 24
         want = scores(model, tok, sig, [d.plan for d in drawn], temperature)
         got = torch.tensor([d.logprob for d in drawn])
@@ -120,7 +121,7 @@ def test_sample_frequencies_match_scored_probabilities(name, sig):
     plans = all_plans(sig)
     p = scores(model, tok, sig, plans).exp().double().numpy()
     n = 3000
-    drawn = sample_plans(model, tok, [PROMPT[sig]], [sig], k=n, registry=REG, limits=LIMITS, seed=123)[0]
+    drawn = sample_plans(model, tok, [PROMPT[sig]], plan_grammars(tok, [sig], REG, LIMITS), k=n, seed=123)[0]
     counts = collections.Counter(d.plan for d in drawn)
     assert set(counts) <= set(plans)
     observed = np.array([counts[q] for q in plans], dtype=float)
@@ -136,8 +137,8 @@ def test_sample_frequencies_match_scored_probabilities(name, sig):
 
 def test_sampling_is_seeded():
     model, tok = planner("llama-bpe")
-    run = lambda seed: [d.text for d in sample_plans(model, tok, [PROMPT[NONLINEAR]], [NONLINEAR], k=16,  # noqa: E731
-                                                    registry=REG, limits=LIMITS, seed=seed)[0]]
+    run = lambda seed: [d.text for d in sample_plans(model, tok, [PROMPT[NONLINEAR]], plan_grammars(tok, [NONLINEAR], REG, LIMITS),
+                                                     k=16, seed=seed)[0]]
     assert run(5) == run(5)
     assert run(5) != run(6)
 
@@ -146,7 +147,7 @@ def test_sampling_is_seeded():
 @pytest.mark.parametrize("sig", [LINEAR, NONLINEAR], ids=["linear", "nonlinear"])
 def test_beam_search_returns_valid_distinct_plans_best_first(name, sig):
     model, tok = planner(name)
-    res = beam_search_plans(model, tok, [PROMPT[sig]], [sig], num_beams=8, registry=REG, limits=LIMITS)[0]
+    res = beam_search_plans(model, tok, [PROMPT[sig]], plan_grammars(tok, [sig], REG, LIMITS), num_beams=8)[0]
     assert 1 <= len(res) <= 8
     texts = [r.text for r in res]
     assert len(set(texts)) == len(texts)
@@ -165,10 +166,10 @@ def test_wide_beam_search_finds_the_exact_best_plans(name, sig):
     plans = all_plans(sig)
     lp = scores(model, tok, sig, plans)
     exact = [format_plan(plans[i]) for i in torch.argsort(lp, descending=True)[:5].tolist()]
-    res = beam_search_plans(model, tok, [PROMPT[sig]], [sig], num_beams=256, num_return=5, branch_beams=16,
-                            registry=REG, limits=LIMITS)[0]
+    res = beam_search_plans(model, tok, [PROMPT[sig]], plan_grammars(tok, [sig], REG, LIMITS),
+                            num_beams=256, num_return=5, branch_beams=16)[0]
     assert [r.text for r in res] == exact
-    greedy = greedy_plans(model, tok, [PROMPT[sig]], [sig], registry=REG, limits=LIMITS)[0]
+    greedy = greedy_plans(model, tok, [PROMPT[sig]], plan_grammars(tok, [sig], REG, LIMITS))[0]
     assert greedy.text in {format_plan(p) for p in plans}
     torch.testing.assert_close(greedy.logprob, float(lp[[format_plan(p) for p in plans].index(greedy.text)]),
                                **LOGPROB_TOL)
@@ -180,22 +181,22 @@ def test_mixed_batch_of_linear_and_nonlinear_tasks():
     prompts = [PROMPT[LINEAR], PROMPT[NONLINEAR], "Given clozed English document and clozed English query, "
                "how to answer the question in English step by step?", "Given blurry image, how to return the class"
                " label in English step by step?"]
-    drawn = sample_plans(model, tok, prompts, sigs, k=5, registry=REG, limits=LIMITS, seed=3)
-    beams = beam_search_plans(model, tok, prompts, sigs, num_beams=4, registry=REG, limits=LIMITS)
+    drawn = sample_plans(model, tok, prompts, plan_grammars(tok, sigs, REG, LIMITS), k=5, seed=3)
+    beams = beam_search_plans(model, tok, prompts, plan_grammars(tok, sigs, REG, LIMITS), num_beams=4)
     flat = [(p, s, d) for p, s, ds in zip(prompts, sigs, drawn) for d in ds]
     flat += [(p, s, d) for p, s, ds in zip(prompts, sigs, beams) for d in ds]
     for _, s, d in flat:
         check_plan(d.plan, REG, *s, LIMITS)
     with torch.no_grad():
-        want = score_plans(model, tok, [p for p, _, _ in flat], [s for _, s, _ in flat], [d.text for _, _, d in flat],
-                           registry=REG, limits=LIMITS)
+        want = score_plans(model, tok, [p for p, _, _ in flat], plan_grammars(tok, [s for _, s, _ in flat], REG, LIMITS),
+                           [d.text for _, _, d in flat])
     torch.testing.assert_close(torch.tensor([d.logprob for _, _, d in flat]), want, **LOGPROB_TOL)
 
 
 def test_scorer_is_differentiable_and_trains_only_lora_weights():
     model, tok = planner("lora-t5")
     plans = all_plans(NONLINEAR)[:6]
-    lp = score_plans(model, tok, [PROMPT[NONLINEAR]] * 6, [NONLINEAR] * 6, plans, registry=REG, limits=LIMITS)
+    lp = score_plans(model, tok, [PROMPT[NONLINEAR]] * 6, plan_grammars(tok, [NONLINEAR] * 6, REG, LIMITS), plans)
     assert lp.requires_grad
     model.zero_grad()
     (-lp.sum()).backward()
@@ -208,16 +209,12 @@ def test_scorer_is_differentiable_and_trains_only_lora_weights():
 def test_full_vocabulary_path_gives_the_same_numbers():
     """Models whose logits are not body x output matrix fall back to the full forward: same results."""
     model, tok = planner("llama-bpe")
-    base = runner_mod.unwrap_model(model)
     plans = all_plans(NONLINEAR)
+    grammars = plan_grammars(tok, [NONLINEAR], REG, LIMITS)
     fast = scores(model, tok, NONLINEAR, plans)
-    fast_drawn = sample_plans(model, tok, [PROMPT[NONLINEAR]], [NONLINEAR], k=8, registry=REG, limits=LIMITS)[0]
-    runner_mod._HEAD_MODE[base] = False
-    try:
-        slow = scores(model, tok, NONLINEAR, plans)
-        slow_drawn = sample_plans(model, tok, [PROMPT[NONLINEAR]], [NONLINEAR], k=8, registry=REG, limits=LIMITS)[0]
-    finally:
-        runner_mod._HEAD_MODE[base] = True
+    fast_drawn = sample_plans(model, tok, [PROMPT[NONLINEAR]], grammars, k=8)[0]
+    slow = scores(model, tok, NONLINEAR, plans, head="full")
+    slow_drawn = sample_plans(model, tok, [PROMPT[NONLINEAR]], grammars, k=8, head="full")[0]
     torch.testing.assert_close(fast, slow, **LOGPROB_TOL)
     assert [d.text for d in fast_drawn] == [d.text for d in slow_drawn]
 
@@ -231,9 +228,9 @@ def test_scoring_through_the_models_own_forward_gives_the_same_numbers(name, sig
     plans = all_plans(sig)[:12]
     n = len(plans)
     model.eval()
-    kw = dict(registry=REG, limits=LIMITS, temperature=0.7)
-    sub = score_plans(model, tok, [PROMPT[sig]] * n, [sig] * n, plans, **kw)
-    top = score_plans(model, tok, [PROMPT[sig]] * n, [sig] * n, plans, through_forward=True, **kw)
+    grammars = plan_grammars(tok, [sig] * n, REG, LIMITS)
+    sub = score_plans(model, tok, [PROMPT[sig]] * n, grammars, plans, temperature=0.7)
+    top = score_plans(model, tok, [PROMPT[sig]] * n, grammars, plans, through_forward=True, temperature=0.7)
     torch.testing.assert_close(sub, top, **LOGPROB_TOL)
     params = [p for p in model.parameters() if p.requires_grad]
     g_sub = torch.autograd.grad(sub.sum(), params, allow_unused=True)
@@ -263,26 +260,34 @@ def test_decoding_restores_training_mode_and_checks_arguments():
     model, tok = planner("t5-unigram")
     model.train()
     try:
-        sample_plans(model, tok, [PROMPT[LINEAR]], [LINEAR], k=2, registry=REG, limits=LIMITS)
+        sample_plans(model, tok, [PROMPT[LINEAR]], plan_grammars(tok, [LINEAR], REG, LIMITS), k=2)
         assert model.training
     finally:
         model.eval()
     with pytest.raises(ValueError, match="temperature"):
-        sample_plans(model, tok, [PROMPT[LINEAR]], [LINEAR], temperature=0, registry=REG, limits=LIMITS)
+        sample_plans(model, tok, [PROMPT[LINEAR]], plan_grammars(tok, [LINEAR], REG, LIMITS), temperature=0)
     with pytest.raises(ValueError, match="one per prompt"):
-        sample_plans(model, tok, [PROMPT[LINEAR]], [LINEAR, LINEAR], registry=REG, limits=LIMITS)
+        sample_plans(model, tok, [PROMPT[LINEAR]], plan_grammars(tok, [LINEAR, LINEAR], REG, LIMITS))
     with pytest.raises(Exception) as e:
         scores(model, tok, LINEAR, ["Fill Mask"])
     assert getattr(e.value, "reason", None) == "bad_start"
 
 
-def test_default_registry_is_openagis():
-    model, tok = planner("t5-wordpiece")
-    res = greedy_plans(model, tok, ["Given clozed English text, how to translate the text in German step by step?"],
-                       [((TEXT,), TEXT)], limits=PlanLimits(2, 1, 1))
-    from envs.openagi.tools import signature_registry
+def test_no_default_grammar_the_env_supplies_it():
+    """No silent default (OpenAGI's 15 tools): a signature is not a grammar; the env's grammar plans
+    with the env's own registry and limits."""
+    from tests.toy_env import toy_env
 
-    check_plan(res[0].plan, signature_registry(), (TEXT,), TEXT, PlanLimits(2, 1, 1))
+    model, tok = planner("t5-unigram")
+    with pytest.raises(TypeError, match="env.grammar"):
+        greedy_plans(model, tok, [PROMPT[LINEAR]], [LINEAR])
+    env = toy_env()
+    tasks = env.tasks()[:3]
+    grammars = [env.grammar(tok, t) for t in tasks]
+    assert grammars == [env.grammar(tok, t.id) for t in tasks]  # cached: the same objects
+    for t, d in zip(tasks, greedy_plans(model, tok, [t.description for t in tasks], grammars)):
+        check_plan(d.plan, env.registry, t.inputs, t.target, env.limits)
+        assert env.score([(t, d.plan)])[0].valid
 
 
 @pytest.mark.parametrize("name", ["llama-bpe", "t5-unigram"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from constrained_decoding.freeform import FreeTextMappingError, map_free_text_to_plan, map_steps_to_tools, split_steps
+from envs.openagi.freeform import FreeTextMappingError, map_free_text_to_plan, map_steps_to_tools, split_steps
 from envs.openagi.plans import LinearPlan, NonlinearPlan, PlanLimits, format_plan
 from envs.openagi.registry import IMAGE, TEXT
 from envs.openagi.tools import signature_registry

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from constrained_decoding.dfa import GrammarBuildError, build_dfa
-from constrained_decoding.grammar import (
+from constrained_decoding.tables import stack_tables
+from envs.openagi.grammar import (
     GrammarError,
     branch_text,
     build_grammar,
     head_text,
     plan_grammar,
-    stack_tables,
 )
 from envs.openagi.plans import LinearPlan, NonlinearPlan, PlanLimits, enumerate_plans, format_plan
 from envs.openagi.registry import IMAGE, TEXT, ToolRegistry

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from constrained_decoding.decode import beam_search_plans, greedy_plans, sample_plans
-from constrained_decoding.grammar import GrammarError
+from envs.openagi.grammar import GrammarError, plan_grammars
 from envs.openagi.plans import PlanLimits, check_plan, enumerate_plans, format_plan, parse_plan
 from envs.openagi.registry import IMAGE, TEXT
 from envs.openagi.tools import OPENAGI_TOOLS, signature_registry
@@ -56,12 +56,12 @@ def check_decoding(planner, seed, sig, reg, limits, temperature):
     prompt = "Given noisy image and clozed English query, how to answer the question in English step by step?"
     if not any(True for _ in enumerate_plans(reg, *sig, limits)):
         with pytest.raises(GrammarError, match="no valid plan"):
-            sample_plans(model, tok, [prompt], [sig], registry=reg, limits=limits)
+            sample_plans(model, tok, [prompt], plan_grammars(tok, [sig], reg, limits))
         return
-    drawn = sample_plans(model, tok, [prompt, prompt], [sig, sig], k=3, temperature=temperature, registry=reg,
-                         limits=limits, seed=seed)
-    beams = beam_search_plans(model, tok, [prompt], [sig], num_beams=4, branch_beams=1, registry=reg, limits=limits)
-    greedy = greedy_plans(model, tok, [prompt], [sig], registry=reg, limits=limits)
+    drawn = sample_plans(model, tok, [prompt, prompt], plan_grammars(tok, [sig, sig], reg, limits),
+                         k=3, temperature=temperature, seed=seed)
+    beams = beam_search_plans(model, tok, [prompt], plan_grammars(tok, [sig], reg, limits), num_beams=4, branch_beams=1)
+    greedy = greedy_plans(model, tok, [prompt], plan_grammars(tok, [sig], reg, limits))
     for d in [*drawn[0], *drawn[1], *beams[0], *greedy]:
         plan = parse_plan(d.text, reg)
         assert plan == d.plan and format_plan(plan) == d.text

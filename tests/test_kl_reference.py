@@ -19,6 +19,7 @@ import torch
 from accelerate import Accelerator
 
 from constrained_decoding.score import score_plans
+from envs.openagi.grammar import plan_grammars
 from envs.openagi.plans import enumerate_plans
 from rltf.checkpoint import MODEL_DIR, latest_checkpoint
 from rltf.config import LoraSettings, PlannerSettings, load_config
@@ -59,8 +60,8 @@ def _all_plans(env):
 def _logp(model, planner, env, temperature=1.0):
     prompts, sigs, plans = _all_plans(env)
     with torch.no_grad():
-        return score_plans(model, planner.tokenizer, prompts, sigs, plans, temperature,
-                           registry=env.registry, limits=env.limits).float()
+        return score_plans(model, planner.tokenizer, prompts, plan_grammars(planner.tokenizer, sigs, env.registry, env.limits),
+                           plans, temperature).float()
 
 
 def _ref_logp(reference: ReferencePolicy, planner, env, temperature=1.0):

@@ -19,6 +19,7 @@ from torch.overrides import TorchFunctionMode
 from constrained_decoding.decode import sample_plans
 from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts
 from constrained_decoding.score import score_plans
+from envs.openagi.grammar import plan_grammars
 from rltf.baselines import Baseline
 from rltf.config import load_config
 from rltf.evaluate import constrained_schema
@@ -110,7 +111,7 @@ def test_sampling_sft_and_evaluation_draw_only_from_device_generators(generators
     tasks = env.tasks()
     with RandomAudit() as audit:
         sample_plans(planner.model, planner.tokenizer, [t.description for t in tasks],
-                     [(t.inputs, t.target) for t in tasks], k=3, registry=env.registry, limits=env.limits)
+                     plan_grammars(planner.tokenizer, [(t.inputs, t.target) for t in tasks], env.registry, env.limits), k=3)
         supervised_finetune(planner, env, tasks, epochs=1, lr=1e-3, batch_size=2, seed=0,
                             accelerator=Accelerator(cpu=True), progress=False)
         constrained_schema("finetuned", planner, env, tasks, num_beams=2)
@@ -122,8 +123,8 @@ def test_the_audit_catches_a_generator_made_without_a_device(generators):
     planner, env = t5_planner(), toy_env()
     t = env.tasks()[0]
     with RandomAudit() as audit:
-        sample_plans(planner.model, planner.tokenizer, [t.description], [(t.inputs, t.target)], k=2,
-                     registry=env.registry, limits=env.limits, generator=torch.Generator().manual_seed(0))
+        sample_plans(planner.model, planner.tokenizer, [t.description], plan_grammars(planner.tokenizer, [(t.inputs, t.target)], env.registry, env.limits),
+                     k=2, generator=torch.Generator().manual_seed(0))
     with pytest.raises(AssertionError, match="made without a device"):
         check_draws(audit.draws, generators)
 
@@ -239,11 +240,11 @@ def test_sampler_and_scorer_agree_on_truncated_prompts():
     prompt = "noise " * 50 + t.description
     tok.model_max_length = 24
     with pytest.warns(UserWarning):
-        d = sample_plans(planner.model, tok, [prompt], [(t.inputs, t.target)], k=4, registry=env.registry,
-                         limits=env.limits)[0]
+        d = sample_plans(planner.model, tok, [prompt], plan_grammars(tok, [(t.inputs, t.target)], env.registry, env.limits),
+                         k=4)[0]
     with pytest.warns(UserWarning), torch.no_grad():
-        lp = score_plans(planner.model, tok, [prompt] * 4, [(t.inputs, t.target)] * 4, [x.plan for x in d],
-                         registry=env.registry, limits=env.limits)
+        lp = score_plans(planner.model, tok, [prompt] * 4, plan_grammars(tok, [(t.inputs, t.target)] * 4, env.registry, env.limits),
+                         [x.plan for x in d])
     torch.testing.assert_close(lp, torch.tensor([x.logprob for x in d]), rtol=1e-5, atol=1e-6)
 
 

@@ -9,6 +9,7 @@ import torch
 from accelerate import Accelerator
 
 from constrained_decoding.score import score_plans
+from envs.openagi.grammar import plan_grammars
 from envs.openagi.plans import enumerate_plans
 from rltf.baselines import Baseline
 from rltf.config import load_config
@@ -57,7 +58,7 @@ def expected_reward(planner, env, task):
     plans = list(enumerate_plans(env.registry, task.inputs, task.target, env.limits))
     with torch.no_grad():
         lp = score_plans(planner.model, planner.tokenizer, [task.description] * len(plans),
-                         [(task.inputs, task.target)] * len(plans), plans, registry=env.registry, limits=env.limits)
+                         plan_grammars(planner.tokenizer, [(task.inputs, task.target)] * len(plans), env.registry, env.limits), plans)
     rewards = torch.tensor([r.reward for r in env.score([(task, p) for p in plans])])
     # Σ π_c = 1: each term off by its log-probability's float32 error (~1e-5 relative at most), the
     # float32 sum of n terms by up to n roundings
@@ -76,8 +77,8 @@ def test_one_step_moves_the_policy_along_the_advantage(tmp_path):
 
     def objective():  # sum_i A_i log pi(plan_i): what one REINFORCE step increases
         with torch.no_grad():
-            lp = score_plans(planner.model, planner.tokenizer, b.prompts, b.signatures, b.plans,
-                             registry=env.registry, limits=env.limits)
+            lp = score_plans(planner.model, planner.tokenizer, b.prompts, plan_grammars(planner.tokenizer, b.signatures, env.registry, env.limits),
+                             b.plans)
         return float((torch.as_tensor(b.advantages) * lp).sum())
 
     # undo and redo the update to compare the objective before and after it

@@ -19,7 +19,7 @@ import math
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -33,6 +33,9 @@ from envs.openagi.registry import ToolRegistry
 from envs.openagi.split import SPLITS, load_split
 from envs.openagi.suite import SUITE_LIMITS, build_suite
 from envs.openagi.tasks import Task
+
+if TYPE_CHECKING:
+    from envs.openagi.grammar import PlanGrammar
 
 CHARSET = frozenset(string.printable)
 
@@ -163,6 +166,15 @@ class OpenAGIEnv(gym.Env):
     def tasks(self) -> list[Task]:
         return [self.tasks_by_id[i] for i in self.task_ids]
 
+    def grammar(self, tokenizer, task: int | str | Task) -> "PlanGrammar":
+        """The decoder's grammar of ``task``'s valid plans in this env (its registry, its limits),
+        over ``tokenizer``'s ids: what ``constrained_decoding`` samples, searches and scores with
+        (cached per tokenizer, registry contents, signature and limits)."""
+        from envs.openagi.grammar import plan_grammar  # (imports the decoder: only when asked)
+
+        task = self.get_task(task)
+        return plan_grammar(tokenizer, self.registry, task.inputs, task.target, self.limits)
+
     def samples_for(self, task: Task, rng: np.random.Generator | None = None):
         """The samples a plan for ``task`` is scored on: all of them, or ``samples_per_step`` drawn
         with ``rng`` (default: the env's ``np_random``)."""
@@ -188,13 +200,14 @@ class OpenAGIEnv(gym.Env):
         return [self._score_one(task, p, subsets[task.id]) for task, (_, p) in zip(tasks, pairs)]
 
     def _score_one(self, task: Task, action: str | Plan, samples) -> PlanResult:
-        text = action if isinstance(action, str) else _safe_format(action)
+        # a parsed Plan (what the decoder emits) is checked, not formatted and re-parsed; the text
+        # is formatted once, for the result
         try:
             plan = parse_and_check(action, self.registry, task.inputs, task.target, self.limits)
         except PlanError as exc:
-            return PlanResult(task.id, text, 0.0, False, str(exc), exc.reason)
+            return PlanResult(task.id, _safe_format(action), 0.0, False, str(exc), exc.reason)
         except Exception as exc:  # a malformed object, not a string: still never crash
-            return PlanResult(task.id, text, 0.0, False, f"{type(exc).__name__}: {exc}", "invalid")
+            return PlanResult(task.id, _safe_format(action), 0.0, False, f"{type(exc).__name__}: {exc}", "invalid")
         run = self.executor.run(plan, samples)
         ok = [i for i, e in enumerate(run.errors) if e is None]
         scores = [0.0] * len(samples)
@@ -218,6 +231,8 @@ class OpenAGIEnv(gym.Env):
 
 
 def _safe_format(plan: Any) -> str:
+    if isinstance(plan, str):
+        return plan
     try:
         return format_plan(plan)
     except Exception:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from constrained_decoding.grammar import as_signature, registry_key
+from envs.openagi.grammar import as_signature, registry_key
 from envs.openagi.plans import LinearPlan, NonlinearPlan, Plan, PlanError, PlanLimits, check_plan, format_plan
 from envs.openagi.registry import ToolRegistry
 

@@ -1,0 +1,246 @@
+"""Batched constrained beam search over rows, one :class:`Group` record per searched row start.
+
+Scores are constrained log-probabilities (temperature 1). Each group keeps ``width`` running
+beams, the best ``width`` continuations that do not end the row, and apart from them its
+finished hypotheses (as HF's ``BeamHypotheses``): every continuation that ends the row is
+recorded with its score when it is scored, whatever its rank, and kept if it is among the best
+``width`` finished so far; it never takes a running beam's place. A group stops when it keeps
+``width`` finished hypotheses that all score at least its best running beam (scores only fall:
+log-probabilities are <= 0, so no running beam can end better) or when no running beam is left,
+and returns its kept hypotheses: the best ``width`` rows of all it saw finish (fewer when the
+grammar has fewer rows).
+
+``greedy=True`` (width-1 groups only) is the strict argmax path, as HF's greedy search: a row
+ends only when ending it is the best-ranked continuation (at width 1 the beam rule above would
+also return a likelier row that ended earlier, off the argmax path).
+
+A group leaves the batch when it stops; ``spawn(finished)``, called with ``(group, hypotheses)``
+of the groups that have just stopped, returns new groups: they join the running batch (see
+:class:`constrained_decoding.search.Waiting`) and are numbered after the groups so far, in spawn
+order. With ``spawn`` (and ``reuse_cache``), each kept hypothesis of a branching grammar's root
+row (the rows that branch rows continue) holds a fork of its row's cache, taken when it finished.
+
+A group's beams are contiguous rows; groups of different widths are searched together on a view
+padded to the widest group (padding scores -inf, picks beyond a group's width dropped).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from constrained_decoding.kv_rows import RowFork
+from constrained_decoding.runner import PlannerRunner
+from constrained_decoding.search import Fork, RowStart, Waiting, forks_for, open_rows, slot_logprobs
+from constrained_decoding.tables import StateTables
+
+BeamGroup = tuple[int, RowStart, int]  # a prompt index, a start and a beam width
+Hyps = list[tuple[tuple[int, ...], float]]  # finished rows (token ids) and their scores, best first
+BeamSpawn = Callable[[list[tuple[int, Hyps]]], Sequence[BeamGroup]]
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Finished:
+    """A finished hypothesis: its score, its tokens, and (root rows that branch) a fork of its cache."""
+
+    score: float
+    tokens: tuple[int, ...]
+    fork: RowFork | None = None
+
+
+@dataclass
+class Group:
+    """One beam search: a prompt, a row start and a width, with what it found so far."""
+
+    prompt: int
+    start: RowStart
+    width: int
+    prefix: tuple[int, ...]  # its forced prefix (prefilled, not in ``seq``)
+    born: int  # the column of the search's ``seq`` holding its first token
+    forkable: bool  # its finished rows keep a fork of their cache (branch rows will continue them)
+    kept: list[Finished] = field(default_factory=list)  # the best ``width`` finished so far, best first
+    result: Hyps | None = None  # set when it stops
+
+
+@dataclass
+class Step:
+    """One step's choices over the running rows (``[groups, width]`` views for the grid)."""
+
+    val: torch.Tensor  # [groups, width] best running scores (-inf: none)
+    src: torch.Tensor  # [rows] the row each new running beam continues
+    slot: torch.Tensor  # [rows] its slot
+    score: torch.Tensor  # [rows] its score
+    fin_val: torch.Tensor  # [groups, width] best finishing scores
+    fin_src: torch.Tensor  # [groups, width] their rows
+    fin_slot: torch.Tensor  # [groups, width] their slots
+
+
+class BeamSearch:
+    """Beam search of many groups in one running batch (see the module docstring)."""
+
+    def __init__(self, runner: PlannerRunner, tables: StateTables, spawn: BeamSpawn | None = None, *,
+                 reuse_cache: bool = True, greedy: bool = False):
+        self.runner, self.tables, self.spawn = runner, tables, spawn
+        self.reuse = spawn is not None and reuse_cache
+        self.reuse_cache, self.greedy = reuse_cache, greedy
+        self.groups: list[Group] = []
+        self.running: list[int] = []  # the groups in the batch, in row order (each holds ``width`` rows)
+        dev = self.dev = tables.allowed.device
+        self.state = torch.zeros(0, dtype=torch.long, device=dev)  # per row: grammar state
+        self.length = torch.zeros(0, dtype=torch.long, device=dev)  # per row: tokens chosen (not counting pad)
+        self.score = torch.zeros(0, device=dev)  # per row: log-probability so far
+        self.seq = torch.zeros((0, 0), dtype=torch.long, device=dev)  # per row: every token chosen since born
+        self.feats: torch.Tensor | None = None
+        self.waiting = Waiting(lambda item: item[0][2])
+
+    def run(self, groups: Sequence[BeamGroup]) -> list[Hyps]:
+        """Each group's (and each spawned group's) finished rows, best first."""
+        self._join(groups)
+        while True:
+            step = self._choose()
+            done = self._record_finished(step)
+            tok = self._advance(step)
+            if not any(done) and not self.waiting.items:
+                self.runner.select(step.src, same_prompt=True)
+                self.feats = self.runner.step(tok)
+                continue
+            if self._retire(done, step.src, tok):
+                return [g.result or [] for g in self.groups]
+
+    # ------------------------------------------------------------------------------ one step
+    def _choose(self) -> Step:
+        """Score every continuation of every row; per group the best ``width`` running and finishing ones."""
+        tables, dev = self.tables, self.dev
+        widths = [self.groups[g].width for g in self.running]
+        n, w = len(widths), max(widths)
+        lp, self.idx = slot_logprobs(self.runner, tables, self.feats, self.state, 1.0)
+        d = lp.shape[1]
+        cand = self.score.unsqueeze(1) + lp
+        ends = tables.final[tables.next_state[self.state]]  # [rows, d]: the slot ends the row
+        run, fin = cand.masked_fill(ends, NEG_INF), cand.masked_fill(~ends, NEG_INF)
+        if min(widths) == w:  # one width: the rows are an [n, w] grid
+            base = (torch.arange(n, device=dev) * w).unsqueeze(1)
+            val, pos = run.view(n, w * d).topk(w, dim=1)
+            fin_val, fin_pos = fin.view(n, w * d).topk(w, dim=1)
+            src = (base + torch.div(pos, d, rounding_mode="floor")).view(-1)
+            return Step(val, src, (pos % d).view(-1), val.view(-1), fin_val,
+                        base + torch.div(fin_pos, d, rounding_mode="floor"), fin_pos % d)
+        # row j of group i at grid[i, j]; missing rows repeat the group's first row, scored -inf
+        first = torch.as_tensor([0, *itertools.accumulate(widths)][:-1], device=dev)
+        in_group = torch.arange(w, device=dev) < torch.as_tensor(widths, device=dev).unsqueeze(1)
+        grid = first.unsqueeze(1) + torch.arange(w, device=dev) * in_group
+        missing = ~in_group.unsqueeze(2)
+        val, pos = run[grid].masked_fill(missing, NEG_INF).view(n, w * d).topk(w, dim=1)
+        fin_val, fin_pos = fin[grid].masked_fill(missing, NEG_INF).view(n, w * d).topk(w, dim=1)
+        src = grid.gather(1, torch.div(pos, d, rounding_mode="floor"))[in_group]
+        return Step(val, src, (pos % d)[in_group], val[in_group], fin_val,
+                    grid.gather(1, torch.div(fin_pos, d, rounding_mode="floor")), fin_pos % d)
+
+    def _record_finished(self, step: Step) -> list[bool]:
+        """Keep the finishing continuations that enter their group's best; which groups stop."""
+        top = torch.cat([step.val[:, :1], step.fin_val], 1).tolist()  # one transfer per step
+        entering: list[tuple[int, int, float]] = []  # (group position, rank, score)
+        done: list[bool] = []
+        for i, g in enumerate(self.running):
+            gw, best_running = self.groups[g].width, top[i][0]
+            worse = [-h.score for h in self.groups[g].kept]  # (negated: ascending)
+            added = 0
+            for j, f in enumerate(top[i][1 : 1 + gw]):  # best first: the one of rank j is kept if fewer
+                if f == NEG_INF or j + bisect.bisect_right(worse, -f) >= gw:  # than ``width`` score >= f
+                    break
+                if self.greedy and f < best_running:  # strict argmax: ending is not the best choice
+                    break
+                entering.append((i, j, f))
+                added += 1
+            if added:
+                worse = sorted(worse + [-f for _, _, f in entering[-added:]])[:gw]
+            done.append(best_running == NEG_INF or (len(worse) == gw and -worse[-1] >= best_running))
+        if entering:
+            self._keep(step, entering)
+        return done
+
+    def _keep(self, step: Step, entering: Sequence[tuple[int, int, float]]) -> None:
+        at = torch.as_tensor([(i, j) for i, j, _ in entering], dtype=torch.long, device=self.dev)
+        rows, slots = step.fin_src[at[:, 0], at[:, 1]], step.fin_slot[at[:, 0], at[:, 1]]
+        toks, ended = self.idx[rows, slots].tolist(), self.tables.final[self.state[rows]].tolist()
+        lens, seqs = self.length[rows].tolist(), self.seq[rows].tolist()
+        new: dict[int, list[Finished]] = {}
+        for (i, _, sc), row, q, k, t, e in zip(entering, rows.tolist(), seqs, lens, toks, ended):
+            grp = self.groups[self.running[i]]
+            held = grp.prefix + tuple(q[grp.born : grp.born + k])  # the row's tokens, all in its cache
+            fork = self.runner.fork(row, self.runner.context_len(grp.prompt) + len(held)) if grp.forkable else None
+            new.setdefault(self.running[i], []).append(Finished(sc, held if e else held + (t,), fork))
+        for g, hyps in new.items():  # (stable: on equal scores the earlier hypothesis stays first)
+            grp = self.groups[g]
+            grp.kept = sorted(grp.kept + hyps, key=lambda h: -h.score)[: grp.width]
+
+    def _advance(self, step: Step) -> torch.Tensor:
+        """The running beams take their chosen slots; the tokens to feed."""
+        src, tables = step.src, self.tables
+        tok = self.idx[src, step.slot]
+        self.length = self.length[src] + (~tables.final[self.state[src]]).long()
+        self.state = tables.next_state[self.state[src], step.slot]
+        self.score = step.score
+        self.seq = torch.cat([self.seq[src], tok.unsqueeze(1)], 1)
+        return tok
+
+    def _retire(self, done: Sequence[bool], src: torch.Tensor, tok: torch.Tensor) -> bool:
+        """Stopped groups leave (spawning new ones), waiting groups join; True when nothing runs."""
+        finished, keep_rows, first_row = [], [], 0
+        cached: list[tuple[RowFork, int, tuple[int, ...]]] = []  # (fork of a finished row, prompt, tokens it holds)
+        for i, g in enumerate(self.running):
+            grp = self.groups[g]
+            rows = range(first_row, first_row + grp.width)
+            first_row += grp.width
+            if not done[i]:
+                keep_rows += rows
+                continue
+            grp.result = [(h.tokens, h.score) for h in grp.kept]
+            cached += [(h.fork, grp.prompt, h.tokens[:-1]) for h in grp.kept if h.fork is not None]
+            grp.kept = []
+            finished.append((g, grp.result))
+        if self.spawn is not None and finished:
+            new_groups = self.spawn(finished)
+            forks = forks_for(self.runner, cached, [(p, s) for p, s, _ in new_groups], self.reuse_cache)
+            self.waiting.add(list(zip(new_groups, forks)))
+        any_done = any(done)
+        self.running = [g for i, g in enumerate(self.running) if not done[i]]
+        new = self.waiting.take(sum(self.groups[g].width for g in self.running))
+        if not self.running and not new:
+            return True
+        if any_done:
+            keep = torch.as_tensor(keep_rows, dtype=torch.long, device=self.dev)
+            src, tok = src[keep], tok[keep]
+            self.state, self.score, self.seq, self.length = (self.state[keep], self.score[keep], self.seq[keep],
+                                                             self.length[keep])
+        self.runner.select(src, same_prompt=not any_done)
+        self.feats = self.runner.step(tok) if self.running else None
+        if new:
+            self._join([g for g, _ in new], [f for _, f in new])
+        return False
+
+    def _join(self, new: Sequence[BeamGroup], forks: Sequence[Fork] | None = None) -> None:
+        """Open the rows of new groups (a group's first beam scores 0, the others -inf until they diverge)."""
+        rep = [(p, s) for p, s, w in new for _ in range(w)]
+        row_forks = None if forks is None else [f for f, (_, _, w) in zip(forks, new) for _ in range(w)]
+        pre, new_state, new_feats = open_rows(self.runner, self.tables, [p for p, _ in rep], [s for _, s in rep],
+                                              join=bool(self.running) or forks is not None, forks=row_forks)
+        first = 0
+        for p, (g, s), w in new:
+            self.running.append(len(self.groups))
+            self.groups.append(Group(p, (g, s), w, tuple(pre[first]), self.seq.shape[1],
+                                     self.reuse and g.branching and s == g.root))
+            first += w
+        dev = self.dev
+        new_score = torch.full((len(rep),), NEG_INF, device=dev)
+        new_score[torch.as_tensor([0, *itertools.accumulate(w for _, _, w in new)][:-1], device=dev)] = 0.0
+        self.state = torch.cat([self.state, new_state])
+        self.score = torch.cat([self.score, new_score])
+        self.length = torch.cat([self.length, torch.zeros(len(rep), dtype=torch.long, device=dev)])
+        self.seq = torch.cat([self.seq, self.seq.new_zeros((len(rep), self.seq.shape[1]))])
+        self.feats = new_feats if self.feats is None else torch.cat([self.feats, new_feats])

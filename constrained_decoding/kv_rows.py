@@ -1,0 +1,174 @@
+"""The running rows' decoder state: KV cache, attention mask, positions and encoder states.
+
+:class:`RowBatch` is what :class:`constrained_decoding.runner.PlannerRunner` keeps between decoder
+passes; it knows nothing of the model's forward, only how rows are kept, reordered, forked and
+joined (left-padded onto one time axis). :class:`RowFork` is a copy of one row's cache that a
+later row continuing its tokens starts from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+
+def stack_left_padded(a: torch.Tensor, b: torch.Tensor, length: int, dim: int) -> torch.Tensor:
+    """The rows of ``a`` then of ``b`` (dim 0), each left-padded with zeros to ``length`` along ``dim``.
+
+    One write per element: joining rows copies the whole running cache, so no intermediate copies."""
+    shape = list(a.shape)
+    shape[0], shape[dim] = a.shape[0] + b.shape[0], length
+    out = a.new_empty(shape)
+    for x, part in ((a, out[: a.shape[0]]), (b, out[a.shape[0] :])):
+        short = length - x.shape[dim]
+        part.narrow(dim, 0, short).zero_()
+        part.narrow(dim, short, x.shape[dim]).copy_(x)
+    return out
+
+
+def left_pad_rows(parts: Sequence[torch.Tensor], length: int, dim: int) -> torch.Tensor:
+    """Stack ``parts`` (one row each, no batch dim) into ``[n, ...]``, each right-aligned to ``length`` along ``dim``."""
+    shape = list(parts[0].shape)
+    shape[dim] = length
+    out = parts[0].new_zeros([len(parts), *shape])
+    for i, x in enumerate(parts):
+        out[i].narrow(dim, length - x.shape[dim], x.shape[dim]).copy_(x)
+    return out
+
+
+@dataclass
+class RowFork:
+    """A running row's decoder cache up to its first ``n_valid`` positions (context and tokens read).
+
+    Taken when a row finishes (it may leave the batch before rows that continue its tokens join):
+    such a row starts from a copy of this instead of prefilling what the finished row already read."""
+
+    keys: list[torch.Tensor]  # per self-attention layer: [heads, columns, dim] (masked columns included)
+    values: list[torch.Tensor]
+    mask: torch.Tensor  # [columns]: which columns hold positions
+    n_valid: int
+    cross: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # encoder-decoder: cross-attention K/V per layer
+    enc: torch.Tensor | None = None  # encoder-decoder: encoder states and mask of the row's prompt
+    enc_mask: torch.Tensor | None = None
+
+    def cut(self, n_valid: int) -> int:
+        """Columns holding the first ``n_valid`` positions."""
+        return int((self.mask.cumsum(0) < n_valid).sum()) + 1
+
+
+@dataclass
+class RowBatch:
+    """The decoder state of the running rows, one entry per row along dim 0 of every field.
+
+    ``cache``: the KV cache (``EncoderDecoderCache`` for encoder-decoder models); ``mask``: the
+    decoder attention mask ``[rows, columns]``, None while no row is padded (HF then builds none:
+    cheaper steps); ``pos``: causal models, the position ids of the tokens last read ``[rows, n]``;
+    ``enc`` / ``enc_mask``: encoder-decoder models, each row's encoder states and mask."""
+
+    cache: DynamicCache | EncoderDecoderCache
+    mask: torch.Tensor | None = None
+    pos: torch.Tensor | None = None
+    enc: torch.Tensor | None = None
+    enc_mask: torch.Tensor | None = None
+
+    @property
+    def encoder_decoder(self) -> bool:
+        return isinstance(self.cache, EncoderDecoderCache)
+
+    @property
+    def rows(self) -> int:
+        return int((self.enc if self.encoder_decoder else self.pos).shape[0])  # type: ignore[union-attr]
+
+    @property
+    def self_attention(self) -> DynamicCache:
+        return self.cache.self_attention_cache if self.encoder_decoder else self.cache  # type: ignore[return-value]
+
+    def advance(self) -> None:
+        """Make room for one more token per row (the mask grows; causal positions move on)."""
+        if self.mask is not None:
+            self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        if self.pos is not None:
+            self.pos = self.pos[:, -1:] + 1
+
+    def select(self, rows: torch.Tensor, same_prompt: bool = False) -> None:
+        """Keep (and reorder or repeat) rows. ``same_prompt``: every row is replaced by a row of the
+        same prompt, so an encoder-decoder's cross-attention cache and encoder states stay."""
+        if self.encoder_decoder and same_prompt:
+            self.cache.self_attention_cache.reorder_cache(rows)
+        else:
+            self.cache.reorder_cache(rows)
+        if self.mask is not None:
+            self.mask = self.mask.index_select(0, rows)
+        if self.pos is not None:
+            self.pos = self.pos.index_select(0, rows)
+        if self.enc is not None and not same_prompt:
+            self.enc = self.enc.index_select(0, rows)
+            self.enc_mask = self.enc_mask.index_select(0, rows)  # type: ignore[union-attr]
+
+    def prepend(self, old: RowBatch) -> None:
+        """Put the rows of ``old`` before these rows (one time axis, left-padded with masked zeros)."""
+        n_new, n_old = self.rows, old.rows
+        if self.encoder_decoder:
+            for lo, ln in zip(old.cache.cross_attention_cache.layers, self.cache.cross_attention_cache.layers):
+                ln.keys, ln.values = torch.cat([lo.keys, ln.keys]), torch.cat([lo.values, ln.values])
+            self.enc = torch.cat([old.enc, self.enc])
+            self.enc_mask = torch.cat([old.enc_mask, self.enc_mask])
+        else:
+            self.pos = torch.cat([old.pos[:, -1:], self.pos[:, -1:]])  # type: ignore[index]
+        old_self, new_self = old.self_attention, self.self_attention
+        t_old, t_new = old_self.get_seq_length(), new_self.get_seq_length()
+        t = max(t_old, t_new)
+        for lo, ln in zip(old_self.layers, new_self.layers):
+            ln.keys = stack_left_padded(lo.keys, ln.keys, t, -2)
+            ln.values = stack_left_padded(lo.values, ln.values, t, -2)
+        if old.mask is None and self.mask is None and t_old == t_new:
+            return  # no padding anywhere: steps stay maskless
+        device = ln.keys.device
+
+        def full(mask: torch.Tensor | None, rows: int, length: int) -> torch.Tensor:
+            return torch.ones((rows, length), dtype=torch.long, device=device) if mask is None else mask
+
+        self.mask = stack_left_padded(full(old.mask, n_old, t_old), full(self.mask, n_new, t_new), t, -1)
+
+    def fork(self, row: int, n_valid: int) -> RowFork:
+        """Row ``row``'s cache up to its first ``n_valid`` positions (a copy: see :class:`RowFork`)."""
+        layers = self.self_attention.layers
+        if self.mask is None:
+            mask = torch.ones(n_valid, dtype=torch.long, device=layers[0].keys.device)
+        else:
+            mask = self.mask[row]
+            mask = mask[: int((mask.cumsum(0) < n_valid).sum()) + 1].clone()
+        c = mask.shape[0]
+        f = RowFork([x.keys[row, :, :c].clone() for x in layers], [x.values[row, :, :c].clone() for x in layers],
+                    mask, n_valid)
+        if self.encoder_decoder:
+            f.cross = [(x.keys[row].clone(), x.values[row].clone()) for x in self.cache.cross_attention_cache.layers]
+            f.enc, f.enc_mask = self.enc[row].clone(), self.enc_mask[row].clone()  # type: ignore[index]
+        return f
+
+    @classmethod
+    def from_forks(cls, forks: Sequence[RowFork], n_valid: Sequence[int], n_new: int,
+                   encoder_decoder: bool) -> RowBatch:
+        """Rows opened from forks (their first ``n_valid[r]`` positions), with room for ``n_new``
+        tokens per row in the mask (``pos``: the positions of those tokens, causal models)."""
+        cuts = [f.cut(n) for f, n in zip(forks, n_valid)]
+        width = max(cuts)
+        cache = DynamicCache()
+        for layer in range(len(forks[0].keys)):
+            cache.update(left_pad_rows([f.keys[layer][:, :c] for f, c in zip(forks, cuts)], width, 1),
+                         left_pad_rows([f.values[layer][:, :c] for f, c in zip(forks, cuts)], width, 1), layer)
+        mask = left_pad_rows([f.mask[:c] for f, c in zip(forks, cuts)], width, 0)
+        mask = torch.cat([mask, mask.new_ones((len(forks), n_new))], 1)
+        if encoder_decoder:
+            cross = DynamicCache()
+            for layer in range(len(forks[0].cross)):  # type: ignore[arg-type]
+                cross.update(torch.stack([f.cross[layer][0] for f in forks]),  # type: ignore[index]
+                             torch.stack([f.cross[layer][1] for f in forks]), layer)  # type: ignore[index]
+            return cls(EncoderDecoderCache(cache, cross), None if bool(mask.all()) else mask,
+                       enc=torch.stack([f.enc for f in forks]),  # type: ignore[misc]
+                       enc_mask=torch.stack([f.enc_mask for f in forks]))  # type: ignore[misc]
+        pos = torch.as_tensor(n_valid, device=mask.device).unsqueeze(1) + torch.arange(n_new, device=mask.device)
+        return cls(cache, mask, pos=pos)

@@ -1,0 +1,64 @@
+"""The automata of a batch's grammars stacked into one state numbering, as tensors on one device."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from constrained_decoding.protocol import Grammar
+
+
+@dataclass(eq=False)
+class StateTables:
+    """The DFAs of several grammars stacked into one numbering, as tensors on one device.
+
+    ``offset[g]`` is added to grammar ``g``'s state ids. ``final[s]`` marks the accepting sinks.
+    ``vocab`` is the sorted set of every token id any state allows and ``allowed_local`` the
+    position of each allowed id in it: a step scores the ``vocab`` rows of the output layer once
+    and gathers, with no per-step ``unique``.
+    """
+
+    allowed: torch.Tensor  # [S, D] int64 token ids
+    valid: torch.Tensor  # [S, D] bool
+    next_state: torch.Tensor  # [S, D] int64
+    final: torch.Tensor  # [S] bool
+    offset: dict[Grammar, int]
+    vocab: torch.Tensor  # [U] int64, sorted
+    allowed_local: torch.Tensor  # [S, D] int64 positions in ``vocab``
+
+
+@functools.lru_cache(maxsize=64)
+def stack_tables(grammars: tuple[Grammar, ...], device: torch.device) -> StateTables:
+    """One state numbering for the grammars of a batch (cached: grammars hash by identity).
+
+    Built outside inference mode even when decoding asks first: the cached tensors are reused
+    by the scorer, whose autograd graph must be allowed to save them."""
+    with torch.inference_mode(False):
+        return _stack_tables(grammars, device)
+
+
+def _stack_tables(grammars: tuple[Grammar, ...], device: torch.device) -> StateTables:
+    width = max(g.dfa.width for g in grammars)
+    allowed, valid, nxt, final, offset, base = [], [], [], [], {}, 0
+    for g in grammars:
+        if g in offset:
+            continue
+        d = g.dfa
+        pad_w = width - d.width
+        allowed.append(np.pad(d.allowed, ((0, 0), (0, pad_w)), constant_values=g.pad_id))
+        valid.append(np.pad(d.valid, ((0, 0), (0, pad_w)), constant_values=False))
+        nxt.append(np.pad(d.next_state, ((0, 0), (0, pad_w)), constant_values=d.final) + base)
+        f = np.zeros(d.num_states, dtype=bool)
+        f[d.final] = True
+        final.append(f)
+        offset[g] = base
+        base += d.num_states
+    allowed_np = np.concatenate(allowed)
+    vocab, local = np.unique(allowed_np, return_inverse=True)
+    as_t = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(device)  # noqa: E731
+    return StateTables(as_t(allowed_np), as_t(np.concatenate(valid)), as_t(np.concatenate(nxt)),
+                       as_t(np.concatenate(final)), offset, as_t(vocab.astype(np.int64)),
+                       as_t(local.reshape(allowed_np.shape).astype(np.int64)))
