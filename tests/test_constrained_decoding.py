@@ -324,3 +324,21 @@ def test_prompt_format():
     assert ids[-1] == unigram_tokenizer().eos_token_id
     with pytest.raises(TypeError, match="description"):
         format_prompt(3, encoder_decoder=True)
+
+
+def test_decoded_rows_are_scored_as_they_are():
+    """A DecodedPlan carries its rows (start states and token ids): the scorer teacher-forces them
+    without rebuilding them from the plan, with the same numbers."""
+    model, tok = planner("t5-unigram")
+    prompts, sigs = [PROMPT[LINEAR], PROMPT[NONLINEAR]], [LINEAR, NONLINEAR]
+    grammars = plan_grammars(tok, sigs, REG, LIMITS)
+    drawn = sample_plans(model, tok, prompts, grammars, k=4, temperature=0.8, seed=2)
+    flat = [(p, g, d) for p, g, ds in zip(prompts, grammars, drawn) for d in ds]
+    for _, g, d in flat:
+        assert d.row_pairs() == g.rows_for(d.plan)
+        assert d.text == format_plan(d.plan) and d.grammar is g
+    with torch.no_grad():
+        reused = score_plans(model, tok, [p for p, _, _ in flat], [g for _, g, _ in flat], [d for *_, d in flat], 0.8)
+        rebuilt = score_plans(model, tok, [p for p, _, _ in flat], [g for _, g, _ in flat], [d.plan for *_, d in flat],
+                              0.8)
+    assert torch.equal(reused, rebuilt)
