@@ -23,11 +23,11 @@ def _max_diff(a: dict, b: dict) -> float:
     return max(float(np.abs(np.asarray(a[k]) - np.asarray(b[k])).max()) for k in a)
 
 
-def _run_worker(tmp_path, mode: str, lora: bool, port: int) -> tuple[dict, dict]:
+def _run_worker(tmp_path, mode: str, lora: bool) -> tuple[dict, dict]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     if mode == "fsdp":
         env["ACCELERATE_USE_CPU"] = "true"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
            str(ROOT / "tests" / "sharded_worker.py"), str(tmp_path), mode] + (["--lora"] if lora else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -53,7 +53,7 @@ def _check(r0: dict, r1: dict, lora: bool, tol: float) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora-kl"])
 def test_fsdp_training_matches_replicated_and_resumes_exactly(tmp_path, lora):
-    r0, r1 = _run_worker(tmp_path, "fsdp", lora, 29547)
+    r0, r1 = _run_worker(tmp_path, "fsdp", lora)
     _check(r0, r1, lora, 1e-3)
     # each process held half of every sharded parameter (dim 0), the replicated run all of it
     name = "shared.weight" if not lora else next(k for k in r0["sharded"]["shards"] if "lora_A" in k)
@@ -66,7 +66,7 @@ def test_fsdp_training_matches_replicated_and_resumes_exactly(tmp_path, lora):
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed")
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora-kl"])
 def test_deepspeed_zero2_training_matches_replicated_and_resumes_exactly(tmp_path, lora):
-    r0, r1 = _run_worker(tmp_path, "deepspeed", lora, 29549)
+    r0, r1 = _run_worker(tmp_path, "deepspeed", lora)
     _check(r0, r1, lora, 0.03)  # as loose as before (1e-3 absolute): not run where deepspeed is missing
 
 
@@ -107,7 +107,7 @@ def test_main_job_sharded_runs_and_resumes(tmp_path, mode):
     launch_env, script = MAIN_JOB[mode]
     env = {**os.environ, **launch_env, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     args = [f"output_dir={tmp_path}", "run_name=tiny", f"planner.embedded.dir={tmp_path / 'embedded'}", *TINY]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29551",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
            str(ROOT / script), *args]
     first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
