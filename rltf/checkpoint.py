@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from envs.atomic import atomic_dir, write_atomic
 
 LATEST = "latest"
 STATE_FILE = "trainer_state.pt"
@@ -33,21 +34,12 @@ def save_checkpoint(run_dir: Path, step: int, planner, state: dict[str, Any], ke
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / f"checkpoint-{step}"
-    tmp = Path(tempfile.mkdtemp(prefix=f".checkpoint-{step}-", dir=run_dir))
-    try:
+    with atomic_dir(final, replace=True) as tmp:
         planner.save_pretrained(tmp / MODEL_DIR, state_dict=model_state)
         torch.save({**state, "step": step}, tmp / STATE_FILE)
         for name, src in (extra_dirs or {}).items():
             os.replace(src, tmp / name)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    pointer = run_dir / f".{LATEST}.tmp"
-    pointer.write_text(final.name + "\n")
-    os.replace(pointer, run_dir / LATEST)
+    write_atomic(run_dir / LATEST, final.name + "\n")
     old = sorted((p for p in run_dir.glob("checkpoint-*") if p.is_dir()), key=lambda p: int(p.name.split("-")[1]))
     for p in old[:-keep] if keep > 0 else []:
         shutil.rmtree(p, ignore_errors=True)

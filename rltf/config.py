@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import tempfile
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from envs.atomic import write_atomic
 from envs.config_fields import bound_errors
 from envs.openagi.config import EnvConfigError
 from rltf.schema import (
@@ -269,11 +269,5 @@ def config_to_yaml(cfg: RunConfig) -> str:
 
 def save_config(cfg: RunConfig, path: str | os.PathLike) -> Path:
     """Write ``cfg`` as YAML to ``path`` (atomically); ``load_config([f"config={path}"])`` reads it back."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = "# resolved rltf run configuration (load with config=<this file>)\n" + config_to_yaml(cfg)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, text)

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -21,6 +18,7 @@ from pathlib import Path
 import torch
 from transformers import T5Config, T5ForConditionalGeneration
 
+from envs.atomic import atomic_dir
 from rltf.config import EmbeddedSettings
 from rltf.planner import FORMAT_VERSION, PLANNER_FILE, Planner
 from rltf.tokenizer import default_tokenizer_texts, train_plan_tokenizer
@@ -62,20 +60,10 @@ def ensure_embedded_planner(settings: EmbeddedSettings, tokenizer_texts: Sequenc
     target = root / embedded_fingerprint(settings, texts)
     if (target / PLANNER_FILE).is_file():
         return target
-    root.mkdir(parents=True, exist_ok=True)
     planner = build_embedded_planner(settings, texts)
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{target.name}."))
-    try:
+    with atomic_dir(target, complete_marker=PLANNER_FILE) as tmp:
         planner.save_pretrained(tmp)
         meta = json.loads((tmp / PLANNER_FILE).read_text())
         meta["embedded"] = {k: v for k, v in asdict(settings).items() if k != "dir"}
         (tmp / PLANNER_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / PLANNER_FILE).is_file():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return target

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from envs.atomic import write_atomic
+
 
 class Tracker:
     def __init__(self, report_to: str, run_dir: Path, run_name: str, config: dict[str, Any],
@@ -83,6 +85,4 @@ def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF")
 
 
 def write_json(path: Path, data: Any) -> None:
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1, default=str) + "\n")

@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import shutil
-import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -37,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from envs.atomic import atomic_dir
+from envs.openagi.hf.models import BERTSCORE, CLIP_SCORE, VIT_SCORE
 from envs.openagi.hf.records import Record, add_german, fetch_records, save_records
 from envs.openagi.hf.sources import DataSource, needed_sources, resolve_sources
-from envs.openagi.hf.models import BERTSCORE, CLIP_SCORE, VIT_SCORE
 from envs.openagi.registry import IMAGE, TEXT, ToolRegistry
 from envs.openagi.suite import CLOZED, TaskSpec, task_specs
 from envs.openagi.tasks import Sample, Task
@@ -269,9 +269,7 @@ def build_full_suite(
     log.info("translating targets to German with %s", getattr(translate.fn, "__doc__", "") or "Machine Translation")
     records = add_german(records, lambda texts: translate(texts))
 
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = root.parent / f".{root.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    with _quiet_datasets():
+    with _quiet_datasets(), atomic_dir(root, complete_marker=MANIFEST) as tmp:
         _write_build(tmp, root, specs, names, records, resolved, translate, n_samples, seed, max_image_side)
     return load_full_suite(root)
 
@@ -292,34 +290,25 @@ def _quiet_datasets() -> Iterator[None]:
 
 def _write_build(tmp: Path, root: Path, specs, names, records, resolved, translate, n_samples: int, seed: int,
                  max_image_side: int) -> None:
-    """Write every part into ``tmp`` and rename it to ``root`` (see :func:`build_full_suite`)."""
-    try:
-        for name in names:
-            save_records(records[name], tmp / "records" / name)
-        entries = []
-        key = root.name
-        for i, spec in enumerate(specs):
-            name = f"task-{i:03d}"
-            pairs = task_samples(spec, i, records[source_for(spec)], seed)
-            save_task(tmp / "tasks" / name, spec, [f"{key}/{name}/{j}" for j in range(len(pairs))], pairs)
-            entries.append({"id": i, "description": spec.description, "metric": metric_for(spec),
-                            "source": source_for(spec), "n_samples": len(pairs)})
-        manifest = {
-            "format": FORMAT, "suite": "full", "key": key, "n_samples": n_samples, "seed": seed,
-            "max_image_side": max_image_side, "sources": {n: resolved[n].to_dict() for n in names},
-            "translator": (getattr(translate.fn, "__doc__", None) or "Machine Translation").strip(),
-            "records": {n: [r.index for r in records[n]] for n in names},
-            "tasks": entries,
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-        try:
-            os.replace(tmp, root)
-        except OSError:
-            if not (root / MANIFEST).is_file():  # not a concurrent builder that won: a real error
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    """Write every part into ``tmp``, which then becomes ``root`` (see :func:`build_full_suite`)."""
+    for name in names:
+        save_records(records[name], tmp / "records" / name)
+    entries = []
+    key = root.name
+    for i, spec in enumerate(specs):
+        name = f"task-{i:03d}"
+        pairs = task_samples(spec, i, records[source_for(spec)], seed)
+        save_task(tmp / "tasks" / name, spec, [f"{key}/{name}/{j}" for j in range(len(pairs))], pairs)
+        entries.append({"id": i, "description": spec.description, "metric": metric_for(spec),
+                        "source": source_for(spec), "n_samples": len(pairs)})
+    manifest = {
+        "format": FORMAT, "suite": "full", "key": key, "n_samples": n_samples, "seed": seed,
+        "max_image_side": max_image_side, "sources": {n: resolved[n].to_dict() for n in names},
+        "translator": (getattr(translate.fn, "__doc__", None) or "Machine Translation").strip(),
+        "records": {n: [r.index for r in records[n]] for n in names},
+        "tasks": entries,
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
 
 def load_full_suite(path: str | os.PathLike) -> tuple[Task, ...]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from envs.atomic import write_atomic
 from envs.openagi.cache_dir import rltf_cache_dir
 
 
@@ -29,7 +30,7 @@ def _cached(
         except (OSError, ValueError):
             pass  # a corrupt or partial file: retrain and overwrite it
     arrays = train(config)
-    tmp = path.with_suffix(f".{time.time_ns()}.tmp.npz")
-    np.savez(tmp, **arrays)
-    tmp.replace(path)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_atomic(path, buf.getvalue())
     return arrays
