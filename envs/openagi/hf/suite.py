@@ -2,10 +2,10 @@
 
 Task ids, descriptions, degradations and reference plans come from the grammar
 (:func:`envs.openagi.suite.task_specs`); samples come from the hub sources of
-:mod:`envs.openagi.hf.data`, ``n_samples`` clean records per source (seeded), shared by all the
+:mod:`envs.openagi.hf.records`, ``n_samples`` clean records per source (seeded), shared by all the
 tasks on that source and degraded per task with the lite suite's augmentations: images by
-:func:`envs.openagi.lite.image_data.degrade_image` (blur, a real x2 downsampling, noise,
-grayscale), text by :func:`envs.openagi.lite.text_data.cloze` (one word masked). German targets
+:func:`envs.openagi.task_data.images.degrade_image` (blur, a real x2 downsampling, noise,
+grayscale), text by :func:`envs.openagi.task_data.texts.cloze` (one word masked). German targets
 are the English ones translated by the backend's Machine Translation expert, as in the paper.
 
 Metrics follow the paper: ViT score for image outputs, CLIP score (generated image vs. the
@@ -240,7 +240,7 @@ def build_full_suite(
 ) -> tuple[Task, ...]:
     """The 185 tasks with ``n_samples`` samples each, from disk, building them first if needed.
 
-    Building reads the hub sources (``sources`` overrides :data:`~envs.openagi.hf.data.DEFAULT_SOURCES`)
+    Building reads the hub sources (``sources`` overrides :data:`~envs.openagi.hf.sources.DEFAULT_SOURCES`)
     and needs ``registry`` (the hf backend's) for the Machine Translation expert that writes
     the German targets; loading needs neither. The build goes to a temporary folder renamed
     into place at the end, so an interrupted build leaves nothing half-written behind and
