@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     make = lambda cache_bytes: OpenAGIEnv(split=args.split, n_samples=args.n_samples,  # noqa: E731
                                           registry=registry, cache_bytes=cache_bytes)
     warm = make(0)
-    warm.score([(t, t.reference_plan) for t in warm.tasks()])  # train/load experts and metrics
+    warm.reward_plans([(t, t.reference_plan) for t in warm.tasks()])  # train/load experts and metrics
     pairs = [(t, plan) for t in warm.tasks() for plan in enumerate_plans(registry, t.inputs, t.target, warm.limits)]
     print(f"{len(warm.tasks())} {args.split} tasks, {len(pairs)} valid plans, {args.n_samples} samples each, "
           f"{args.repeats} passes")
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         rewards = []
         for _ in range(args.repeats):
-            rewards = [r.reward for r in env.score(pairs)]
+            rewards = [r.reward for r in env.reward_plans(pairs)]
         timings[name] = time.perf_counter() - t0
         stats = env.cache_stats()
         extra = f", hit rate {stats.hit_rate:.1%}, {stats.entries} entries, {stats.bytes / 2**20:.1f} MiB" if stats else ""

@@ -6,7 +6,7 @@ A planner defines token distributions softmax(z / τ). The *constrained policy* 
 the tokens the grammar allows in the current grammar state and renormalises:
 π_c(a | s) = exp(z_a/τ) / Σ_{a' ∈ A(s)} exp(z_{a'}/τ). Everything here — sampling, beam search,
 greedy and the teacher-forced scorer — uses this one distribution, and the grammar states are a
-deterministic function of the decoded prefix, so :func:`score_plans` recomputes exactly the
+deterministic function of the decoded prefix, so :func:`plan_logprobs` recomputes exactly the
 log-probabilities :func:`sample_plans` reports, and Σ_{valid plans} π_c(plan) = 1.
 
 *Linear task* (one input): one decoder row, the canonical plan text then EOS::
@@ -43,7 +43,7 @@ Public API
 ----------
 - :func:`sample_plans`, :func:`beam_search_plans`, :func:`greedy_plans` -> :class:`DecodedPlan`
   (the action, its rows and start states, its log-probability)
-- :func:`score_plans`: differentiable ``[n]`` tensor of log π_c(action) (of actions, or of
+- :func:`plan_logprobs`: differentiable ``[n]`` tensor of log π_c(action) (of actions, or of
   DecodedPlans, whose rows are reused)
 - :class:`Grammar` (the protocol), :func:`build_row_languages` / :class:`RowText` (the minimal
   DFA of enumerated row texts, tokenised in context), :class:`TokenDFA` / :func:`build_dfa`
@@ -52,7 +52,7 @@ Public API
 Modules: ``protocol`` (Grammar), ``dfa`` (TokenDFA), ``rows`` (row languages from texts),
 ``tables`` (a batch's automata as tensors), ``head`` (allowed-token logits), ``kv_rows`` (the
 running rows' cache), ``runner`` (the model, step-wise and teacher-forced), ``search``
-(sampling), ``beam`` (beam search), ``decode`` / ``score`` (the API), ``prompts``.
+(sampling), ``beam`` (beam search), ``decode`` / ``logprobs`` (the API), ``prompts``.
 
 Models: HF encoder-decoder (T5) or causal (LLaMA-style) models, plain or PEFT-wrapped.
 """
@@ -62,7 +62,7 @@ from constrained_decoding.dfa import TokenDFA, build_dfa
 from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts, format_prompt
 from constrained_decoding.protocol import Grammar
 from constrained_decoding.rows import GrammarError, RowLanguages, RowText, build_row_languages, special_ids
-from constrained_decoding.score import score_plans
+from constrained_decoding.logprobs import plan_logprobs
 
 __all__ = [
     "DecodedPlan",
@@ -79,6 +79,6 @@ __all__ = [
     "format_prompt",
     "greedy_plans",
     "sample_plans",
-    "score_plans",
+    "plan_logprobs",
     "special_ids",
 ]

@@ -5,7 +5,7 @@ Every function takes task descriptions (``prompts``, formatted by
 (:class:`constrained_decoding.protocol.Grammar`, from the env: ``env.grammar(tokenizer, task)``);
 there is no default grammar. Decoding runs in ``inference_mode`` with the model temporarily in
 eval mode (no dropout), so the reported log-probabilities are exactly what
-:func:`constrained_decoding.score.score_plans` recomputes on the same model in eval mode.
+:func:`constrained_decoding.logprobs.plan_logprobs` recomputes on the same model in eval mode.
 
 Switches (keyword arguments, no globals): ``head`` picks the output-layer path
 (:mod:`constrained_decoding.head`); ``reuse_cache=False`` prefills every branch row whole instead
@@ -40,7 +40,7 @@ class DecodedPlan:
     started from: the root row, then the branch rows it forked (OpenAGI: the plan of a linear
     task; the head then one row per branch of a nonlinear one). ``logprob`` is log π_c(action)
     at the decoding temperature (1 for beam search and greedy). The rows are what
-    :func:`score_plans` teacher-forces: pass the DecodedPlan itself and they are not rebuilt."""
+    :func:`plan_logprobs` teacher-forces: pass the DecodedPlan itself and they are not rebuilt."""
 
     plan: Any
     rows: tuple[tuple[int, ...], ...]

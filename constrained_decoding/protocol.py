@@ -5,7 +5,7 @@ emit for one query as a :class:`Grammar`: a token-level automaton over the rows 
 writes, and the meaning of those rows. OpenAGI's plan grammar
 (:class:`envs.openagi.grammar.PlanGrammar`) is one implementation; an env supplies its grammars
 (``OpenAGIEnv.grammar(tokenizer, task)``) and the caller hands them to :func:`sample_plans`,
-:func:`beam_search_plans`, :func:`greedy_plans` and :func:`score_plans`, one per prompt.
+:func:`beam_search_plans`, :func:`greedy_plans` and :func:`plan_logprobs`, one per prompt.
 
 Rows. An action is decoded as one *root* row, then, if the root row says so, parallel *branch*
 rows (the semi-autoregressive factorisation of the package docstring): a finished root row's

@@ -20,8 +20,6 @@ Beam search is :class:`constrained_decoding.beam.BeamSearch`.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 from collections.abc import Callable, Sequence
 
 import torch

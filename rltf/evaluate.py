@@ -45,7 +45,7 @@ def constrained_schema(name: str, planner, env: OpenAGIEnv, tasks: Sequence[Task
     """Best plan of a constrained beam search per task, scored on all of the task's samples."""
     best = beam_search_plans(planner.model, planner.tokenizer, [t.description for t in tasks],
                              [env.grammar(planner.tokenizer, t) for t in tasks], num_beams=num_beams, num_return=1)
-    return _score(name, env, tasks, [b[0].plan for b in best])
+    return _schema_result(name, env, tasks, [b[0].plan for b in best])
 
 
 def few_shot_prompt(task: Task, examples: Sequence[Task], encoder_decoder: bool) -> str:
@@ -86,11 +86,11 @@ def free_form_schema(name: str, planner, env: OpenAGIEnv, tasks: Sequence[Task],
             plans.append(map_free_text_to_plan(text, env.registry, (t.inputs, t.target), env.limits))
         except PlanError:
             plans.append(text)  # scored as the invalid plan it is: 0
-    return _score(name, env, tasks, plans)
+    return _schema_result(name, env, tasks, plans)
 
 
 def reference_schema(env: OpenAGIEnv, tasks: Sequence[Task]) -> SchemaResult:
-    return _score("reference", env, tasks, [t.reference_plan for t in tasks])
+    return _schema_result("reference", env, tasks, [t.reference_plan for t in tasks])
 
 
 def oracle_schema(env: OpenAGIEnv, tasks: Sequence[Task]) -> SchemaResult:
@@ -101,9 +101,9 @@ def oracle_schema(env: OpenAGIEnv, tasks: Sequence[Task]) -> SchemaResult:
     return res
 
 
-def _score(name: str, env: OpenAGIEnv, tasks: Sequence[Task], plans) -> SchemaResult:
+def _schema_result(name: str, env: OpenAGIEnv, tasks: Sequence[Task], plans) -> SchemaResult:
     res = SchemaResult(name)
-    for t, r in zip(tasks, env.score(list(zip(tasks, plans)))):
+    for t, r in zip(tasks, env.reward_plans(list(zip(tasks, plans)))):
         res.plans[t.id], res.scores[t.id] = r.plan_text, r.reward
     return res
 

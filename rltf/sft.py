@@ -1,7 +1,7 @@
 """Supervised fine-tuning on the train tasks' reference plans (the paper's "Fine-tuning" schema).
 
 The loss is the negative log-likelihood of each reference plan under the *constrained* policy
-π_c (:func:`constrained_decoding.score.score_plans`): the planner is fitted in exactly the plan
+π_c (:func:`constrained_decoding.logprobs.plan_logprobs`): the planner is fitted in exactly the plan
 space and row factorisation that RLTF samples from and evaluation searches, for T5 and causal
 planners alike. (TRL's SFTTrainer would fit the unconstrained canonical text instead, and has no
 encoder-decoder path.)
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from constrained_decoding.score import score_plans
+from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.tasks import Task
 from rltf.distributed import Sharding
@@ -46,7 +46,7 @@ def supervised_finetune(planner, env: OpenAGIEnv, tasks: Sequence[Task], *, epoc
                 continue
             batch = [tasks[i] for i in order[start : start + batch_size]][rank::world]
             with accelerator.autocast():
-                logp = score_plans(model, planner.tokenizer,
+                logp = plan_logprobs(model, planner.tokenizer,
                                    [t.description for t in batch],
                                    [env.grammar(planner.tokenizer, t) for t in batch],
                                    [t.reference_plan for t in batch], through_forward=sharding.sharded)

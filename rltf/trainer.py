@@ -32,7 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from constrained_decoding.decode import sample_plans
-from constrained_decoding.score import score_plans
+from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.env import OpenAGIEnv
 from rltf.baselines import Baseline, normalize
 from rltf.checkpoint import ENGINE_DIR, MODEL_DIR, latest_checkpoint, load_state, save_checkpoint
@@ -106,19 +106,19 @@ class RLTFTrainer:
         flat_grammars = [d.grammar for *_, d in flat]
 
         # 3. rewards from executing the plans (the parsed plans: checked once, formatted once)
-        results = env.score([(t, d.plan) for t, _, _, d in flat], rng=samples_rng)
+        results = env.reward_plans([(t, d.plan) for t, _, _, d in flat], rng=samples_rng)
         rewards = np.array([r.reward if math.isfinite(r.reward) else 0.0 for r in results])
 
         # 4. log π_c(plan), teacher-forced with gradients, under the sampler's masks and temperature
         #    (the decoded rows themselves: nothing is rebuilt from the plans)
         with acc.autocast():
-            logp = score_plans(self.model, self.planner.tokenizer, [p for _, p, _, _ in flat], flat_grammars,
+            logp = plan_logprobs(self.model, self.planner.tokenizer, [p for _, p, _, _ in flat], flat_grammars,
                                [d for *_, d in flat], rl.temperature, through_forward=self.sharding.sharded)
         logp_d = logp.detach().float().cpu()
         kl = torch.zeros_like(logp_d)
         if self.reference is not None:
             with self.reference() as ref_model, torch.no_grad():
-                ref_lp = score_plans(ref_model, self.planner.tokenizer, [p for _, p, _, _ in flat], flat_grammars,
+                ref_lp = plan_logprobs(ref_model, self.planner.tokenizer, [p for _, p, _, _ in flat], flat_grammars,
                                      [d for *_, d in flat], rl.temperature,
                                      through_forward=self.sharding.sharded).float().cpu()
             kl = logp_d - ref_lp

@@ -25,7 +25,7 @@ from constrained_decoding.decode import beam_search_plans, greedy_plans
 from constrained_decoding.tables import stack_tables
 from constrained_decoding.prompts import encode_prompts
 from constrained_decoding.runner import PlannerRunner
-from constrained_decoding.score import score_plans
+from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.grammar import plan_grammars
 from envs.openagi.plans import PlanLimits, check_plan, enumerate_plans
 from envs.openagi.registry import IMAGE, TEXT
@@ -74,14 +74,14 @@ def all_plans(sig, reg="small"):
 
 def teacher_forced(model, tok, prompt, sig, plans, reg="small") -> torch.Tensor:
     with torch.no_grad():
-        return score_plans(model, tok, [prompt] * len(plans), plan_grammars(tok, [sig] * len(plans), REGISTRIES[reg], LIMITS),
+        return plan_logprobs(model, tok, [prompt] * len(plans), plan_grammars(tok, [sig] * len(plans), REGISTRIES[reg], LIMITS),
                            plans).double()
 
 
 @functools.lru_cache(maxsize=None)
 def token_logprobs(kind: str, seed: int, prompt: str, sig, reg="small") -> dict[int, dict[tuple, list[float]]]:
     """Per start state: every valid row (token ids) and the teacher-forced constrained log-probability
-    of each of its tokens (what :func:`score_plans` sums), from one batched forward pass."""
+    of each of its tokens (what :func:`plan_logprobs` sums), from one batched forward pass."""
     model, tok = planner(kind, seed)
     g = grammar(tok, sig, reg)
     rows = sorted({r for p in all_plans(sig, reg) for r in g.rows_for(p)})

@@ -13,7 +13,7 @@ import torch
 
 from constrained_decoding import runner as runner_mod
 from constrained_decoding.decode import beam_search_plans, sample_plans
-from constrained_decoding.score import score_plans
+from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.plans import PlanLimits, check_plan
 from envs.openagi.grammar import plan_grammars
 from envs.openagi.registry import IMAGE, TEXT
@@ -135,7 +135,7 @@ def test_sampled_mixed_batch_reports_the_scorers_log_probabilities(name):
         check_plan(d.plan, REG, *s, LIMITS)
         assert len(d.rows) == (1 if len(s[0]) == 1 else 1 + len(s[0]))  # head + one row per branch
     with torch.no_grad():
-        want = score_plans(model, tok, [p for p, _, _ in flat], plan_grammars(tok, [s for _, s, _ in flat], REG, LIMITS),
+        want = plan_logprobs(model, tok, [p for p, _, _ in flat], plan_grammars(tok, [s for _, s, _ in flat], REG, LIMITS),
                            [d.plan for _, _, d in flat],
                            0.8)
     torch.testing.assert_close(torch.tensor([d.logprob for _, _, d in flat]), want.float(), **LOGPROB_TOL)

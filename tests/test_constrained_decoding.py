@@ -16,7 +16,7 @@ from scipy import stats
 
 from constrained_decoding import runner as runner_mod
 from constrained_decoding.decode import beam_search_plans, greedy_plans, sample_plans
-from constrained_decoding.score import score_plans
+from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.plans import PlanLimits, check_plan, enumerate_plans, format_plan, parse_plan
 from envs.openagi.grammar import plan_grammars
 from envs.openagi.registry import IMAGE, TEXT
@@ -81,7 +81,7 @@ def assert_sums_to_one(p: torch.Tensor) -> None:
 
 def scores(model, tok, sig, plans, temperature=1.0, head="auto"):
     with torch.no_grad():
-        return score_plans(model, tok, [PROMPT[sig]] * len(plans), plan_grammars(tok, [sig] * len(plans), REG, LIMITS),
+        return plan_logprobs(model, tok, [PROMPT[sig]] * len(plans), plan_grammars(tok, [sig] * len(plans), REG, LIMITS),
                            plans, temperature, head=head)
 
 
@@ -188,7 +188,7 @@ def test_mixed_batch_of_linear_and_nonlinear_tasks():
     for _, s, d in flat:
         check_plan(d.plan, REG, *s, LIMITS)
     with torch.no_grad():
-        want = score_plans(model, tok, [p for p, _, _ in flat], plan_grammars(tok, [s for _, s, _ in flat], REG, LIMITS),
+        want = plan_logprobs(model, tok, [p for p, _, _ in flat], plan_grammars(tok, [s for _, s, _ in flat], REG, LIMITS),
                            [d.text for _, _, d in flat])
     torch.testing.assert_close(torch.tensor([d.logprob for _, _, d in flat]), want, **LOGPROB_TOL)
 
@@ -196,7 +196,7 @@ def test_mixed_batch_of_linear_and_nonlinear_tasks():
 def test_scorer_is_differentiable_and_trains_only_lora_weights():
     model, tok = planner("lora-t5")
     plans = all_plans(NONLINEAR)[:6]
-    lp = score_plans(model, tok, [PROMPT[NONLINEAR]] * 6, plan_grammars(tok, [NONLINEAR] * 6, REG, LIMITS), plans)
+    lp = plan_logprobs(model, tok, [PROMPT[NONLINEAR]] * 6, plan_grammars(tok, [NONLINEAR] * 6, REG, LIMITS), plans)
     assert lp.requires_grad
     model.zero_grad()
     (-lp.sum()).backward()
@@ -229,8 +229,8 @@ def test_scoring_through_the_models_own_forward_gives_the_same_numbers(name, sig
     n = len(plans)
     model.eval()
     grammars = plan_grammars(tok, [sig] * n, REG, LIMITS)
-    sub = score_plans(model, tok, [PROMPT[sig]] * n, grammars, plans, temperature=0.7)
-    top = score_plans(model, tok, [PROMPT[sig]] * n, grammars, plans, through_forward=True, temperature=0.7)
+    sub = plan_logprobs(model, tok, [PROMPT[sig]] * n, grammars, plans, temperature=0.7)
+    top = plan_logprobs(model, tok, [PROMPT[sig]] * n, grammars, plans, through_forward=True, temperature=0.7)
     torch.testing.assert_close(sub, top, **LOGPROB_TOL)
     params = [p for p in model.parameters() if p.requires_grad]
     g_sub = torch.autograd.grad(sub.sum(), params, allow_unused=True)
@@ -287,7 +287,7 @@ def test_no_default_grammar_the_env_supplies_it():
     assert grammars == [env.grammar(tok, t.id) for t in tasks]  # cached: the same objects
     for t, d in zip(tasks, greedy_plans(model, tok, [t.description for t in tasks], grammars)):
         check_plan(d.plan, env.registry, t.inputs, t.target, env.limits)
-        assert env.score([(t, d.plan)])[0].valid
+        assert env.reward_plans([(t, d.plan)])[0].valid
 
 
 @pytest.mark.parametrize("name", ["llama-bpe", "t5-unigram"])
@@ -338,7 +338,7 @@ def test_decoded_rows_are_scored_as_they_are():
         assert d.row_pairs() == g.rows_for(d.plan)
         assert d.text == format_plan(d.plan) and d.grammar is g
     with torch.no_grad():
-        reused = score_plans(model, tok, [p for p, _, _ in flat], [g for _, g, _ in flat], [d for *_, d in flat], 0.8)
-        rebuilt = score_plans(model, tok, [p for p, _, _ in flat], [g for _, g, _ in flat], [d.plan for *_, d in flat],
+        reused = plan_logprobs(model, tok, [p for p, _, _ in flat], [g for _, g, _ in flat], [d for *_, d in flat], 0.8)
+        rebuilt = plan_logprobs(model, tok, [p for p, _, _ in flat], [g for _, g, _ in flat], [d.plan for *_, d in flat],
                               0.8)
     assert torch.equal(reused, rebuilt)

@@ -103,20 +103,20 @@ def test_expert_fault_fails_only_its_sample():
 def test_cache_reuses_shared_prefixes_and_counts():
     env = make_env()
     t = env.get_task(0)
-    env.score([(t, "Strip, Upper"), (t, "Strip, Upper, Reverse"), (t, "Strip, Reverse")])
+    env.reward_plans([(t, "Strip, Upper"), (t, "Strip, Upper, Reverse"), (t, "Strip, Reverse")])
     # Strip computed once for the 3 samples; Upper once; Reverse twice (two different prefixes)
     assert [c for c in CALLS] == [("Strip", 3), ("Upper", 3), ("Reverse", 3), ("Reverse", 3)]
     s = env.cache_stats()
     assert s.hits == 3 * 3 and s.misses == 4 * 3 and s.entries == 4 * 3
     CALLS.clear()
-    env.score([(t, "Strip, Upper, Reverse")])
+    env.reward_plans([(t, "Strip, Upper, Reverse")])
     assert CALLS == []
 
 
 def test_no_cache_recomputes_and_gives_the_same_rewards():
     a, b = make_env(), make_env(cache_bytes=0)
     pairs = [(0, "Strip, Upper"), (0, "Upper, Strip"), (1, "(Strip) (Upper) Join, Upper"), (2, "Flaky")] * 2
-    assert [r.reward for r in a.score(pairs)] == [r.reward for r in b.score(pairs)]
+    assert [r.reward for r in a.reward_plans(pairs)] == [r.reward for r in b.reward_plans(pairs)]
     assert b.cache_stats() is None
 
 

@@ -64,10 +64,10 @@ def test_tools_named_in_the_config_are_registered_executed_and_scored():
     train, held_out = envs.make_train_and_held_out({"n_samples": 3, "tools": [f"{__name__}:register_echo"]})
     assert held_out.registry["Echo Text"].description == "return the text unchanged"
     task = held_out.get_task("Given English text, how to return the sentiment in English step by step?")
-    plain, echoed = held_out.score([(task, "Sentiment Analysis"), (task, "Echo Text, Sentiment Analysis")])
+    plain, echoed = held_out.reward_plans([(task, "Sentiment Analysis"), (task, "Echo Text, Sentiment Analysis")])
     assert echoed.valid and CALLS, echoed.error
     assert echoed.scores == plain.scores and echoed.reward == plain.reward  # the identity changes nothing
-    assert not held_out.score([(task, "Echo Text, Echo Text")])[0].valid  # typed and checked like any tool
+    assert not held_out.reward_plans([(task, "Echo Text, Echo Text")])[0].valid  # typed and checked like any tool
 
 
 def test_bad_tools_entries_fail_naming_the_entry():
@@ -92,27 +92,27 @@ def test_metrics_are_the_envs_own_and_the_shared_table_is_never_rewritten():
     env = envs.make({"n_samples": 2}, split="all")
     task = env.tasks()[-1]
     env.metrics["token_f1"] = lambda preds, targets: [0.25] * len(preds)  # this env's own table wins
-    result = env.score([(task, task.reference_plan)])[0]
+    result = env.reward_plans([(task, task.reference_plan)])[0]
     assert result.scores == [0.25, 0.25]
     assert metrics.METRICS == before
     with pytest.raises(ValueError, match="unknown metric 'nope'"):
-        metrics.score_batch("nope", ["a"], ["a"], {"other": lambda p, t: [1.0]})
+        metrics.compute_metric("nope", ["a"], ["a"], {"other": lambda p, t: [1.0]})
 
 
 def test_score_draws_sample_subsets_from_the_rng_it_is_given():
-    """``score(pairs, rng=...)`` is the stream the trainer used to assign to ``env.np_random``."""
+    """``reward_plans(pairs, rng=...)`` is the stream the trainer used to assign to ``env.np_random``."""
     train = envs.make({"n_samples": 6, "samples_per_step": 2})
     task = train.tasks()[0]
     pairs = [(task, task.reference_plan)] * 2
-    given = train.score(pairs, rng=np.random.default_rng([0, 3, 0, 1]))
+    given = train.reward_plans(pairs, rng=np.random.default_rng([0, 3, 0, 1]))
     train.np_random = np.random.default_rng([0, 3, 0, 1])  # the old way, for comparison only
-    assigned = train.score(pairs)
+    assigned = train.reward_plans(pairs)
     assert [r.scores for r in given] == [r.scores for r in assigned]
     assert given[0].reward == given[1].reward  # one subset per task per call
     train.reset(seed=5)
-    first = train.score(pairs)
+    first = train.reward_plans(pairs)
     train.reset(seed=5)
-    assert [r.scores for r in train.score(pairs)] == [r.scores for r in first]  # reset(seed=...) seeds it
+    assert [r.scores for r in train.reward_plans(pairs)] == [r.scores for r in first]  # reset(seed=...) seeds it
 
 
 def test_describe_loads_nothing_and_lists_the_tools():

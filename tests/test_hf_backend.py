@@ -421,7 +421,7 @@ def test_a_plan_through_the_environment_end_to_end(registry):
 
 
 def test_bertscore_properties(backend):
-    s = backend.scorer
+    s = backend.metric_models
     a, b = "the cat sits on the grass", "a red car is in the field"
     same, diff, swapped = s.bertscore_f1([a, a, b], [a, b, a])
     assert same == pytest.approx(1.0, abs=1e-5)
@@ -446,9 +446,9 @@ def test_bertscore_layer_choice(tiny):
 
 def test_vit_score_is_a_cosine_similarity(backend, tiny):
     images = rand_images(10)
-    s = backend.scorer.vit_score(images, images)
+    s = backend.metric_models.vit_score(images, images)
     assert s == pytest.approx([1.0, 1.0, 1.0], abs=1e-5)
-    d = backend.scorer.vit_score(images, [1.0 - x for x in images])
+    d = backend.metric_models.vit_score(images, [1.0 - x for x in images])
     assert all(0.0 <= v < 1.0 for v in d)
     # by hand: cosine of the ViT [CLS] embeddings
     import transformers as tf
@@ -467,7 +467,7 @@ def test_clip_score_matches_clips_cosine(backend, tiny):
     from envs.openagi.hf.images import to_pil
 
     images, texts = rand_images(11), ["a photo of a cat", "a red car", ""]
-    scores = backend.scorer.clip_score(images, texts)
+    scores = backend.metric_models.clip_score(images, texts)
     path = tiny[1]["clip"]
     model, proc = tf.CLIPModel.from_pretrained(path), tf.CLIPProcessor.from_pretrained(path)
     with torch.no_grad():
@@ -475,10 +475,10 @@ def test_clip_score_matches_clips_cosine(backend, tiny):
     cos = torch.nn.functional.cosine_similarity(out.image_embeds, out.text_embeds, dim=-1)
     assert scores == pytest.approx([min(max(float(c), 0.0), 1.0) for c in cos], abs=1e-5)
     assert clip_score(images, texts, model=path, device="cpu", local_files_only=True) == pytest.approx(scores, abs=1e-6)
-    metric_fns = backend.scorer.batch_metrics()
+    metric_fns = backend.metric_models.batch_metrics()
     assert metric_fns["clip"](images, texts) == pytest.approx(scores, abs=1e-6)
     with pytest.raises(ValueError, match="unknown metric 'bleu'"):
-        backend.scorer.score("bleu", ["a"], ["a"])
+        backend.metric_models.compute("bleu", ["a"], ["a"])
 
 
 def test_summarize_scores_weighted_average_and_families():

@@ -43,7 +43,7 @@ from envs.openagi.hf.suite import (
     split_tasks,
     task_samples,
 )
-from envs.openagi.metrics import score_batch
+from envs.openagi.metrics import compute_metric
 from envs.openagi.registry import TEXT
 from envs.openagi.split import load_split
 from envs.openagi.suite import task_specs
@@ -357,7 +357,7 @@ PLANS = [  # (task picked by its reference plan's shape, plan text or None for t
 
 def test_linear_and_nonlinear_plans_score_through_the_environment(built, registry, backend):
     _, tasks = built
-    metrics = backend.scorer.batch_metrics()  # the env's own metric table: nothing process-global changes
+    metrics = backend.metric_models.batch_metrics()  # the env's own metric table: nothing process-global changes
     env = OpenAGIEnv(suite="full", registry=registry, tasks=tasks, split="all", metrics=metrics)
     plans = list(PLANS)
     if HAS_DIFFUSERS:
@@ -371,14 +371,14 @@ def test_linear_and_nonlinear_plans_score_through_the_environment(built, registr
         assert info["sample_errors"] == [None] * N, info["sample_errors"]
         assert len(info["scores"]) == N and all(0.0 <= s <= 1.0 for s in info["scores"])
         assert reward == pytest.approx(float(np.mean(info["scores"])))
-    invalid = env.score([(0, "Image Classification")])[0]
+    invalid = env.reward_plans([(0, "Image Classification")])[0]
     assert not invalid.valid and invalid.reward == 0.0
     # the env's metrics are the paper's: identical images score 1 under the ViT cosine
     target = tasks[0].samples[0].target
-    assert score_batch("vit", [target], [target], metrics) == pytest.approx([1.0], abs=1e-5)
-    assert score_batch("bertscore", ["a good dog"], ["a good dog"], metrics) == pytest.approx([1.0], abs=1e-5)
+    assert compute_metric("vit", [target], [target], metrics) == pytest.approx([1.0], abs=1e-5)
+    assert compute_metric("bertscore", ["a good dog"], ["a good dog"], metrics) == pytest.approx([1.0], abs=1e-5)
     with pytest.raises(ValueError, match="unknown metric 'vit'"):  # not in the shared offline table
-        score_batch("vit", [target], [target])
+        compute_metric("vit", [target], [target])
 
 
 # --------------------------------------------------------------------------- errors, sources

@@ -18,7 +18,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from constrained_decoding.score import score_plans
+from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.grammar import plan_grammars
 from envs.openagi.plans import enumerate_plans
 from rltf.checkpoint import MODEL_DIR, latest_checkpoint
@@ -60,7 +60,7 @@ def _all_plans(env):
 def _logp(model, planner, env, temperature=1.0):
     prompts, sigs, plans = _all_plans(env)
     with torch.no_grad():
-        return score_plans(model, planner.tokenizer, prompts, plan_grammars(planner.tokenizer, sigs, env.registry, env.limits),
+        return plan_logprobs(model, planner.tokenizer, prompts, plan_grammars(planner.tokenizer, sigs, env.registry, env.limits),
                            plans, temperature).float()
 
 

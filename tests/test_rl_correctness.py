@@ -18,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from constrained_decoding.decode import sample_plans
 from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts
-from constrained_decoding.score import score_plans
+from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.grammar import plan_grammars
 from rltf.baselines import Baseline
 from rltf.config import load_config
@@ -243,7 +243,7 @@ def test_sampler_and_scorer_agree_on_truncated_prompts():
         d = sample_plans(planner.model, tok, [prompt], plan_grammars(tok, [(t.inputs, t.target)], env.registry, env.limits),
                          k=4)[0]
     with pytest.warns(UserWarning), torch.no_grad():
-        lp = score_plans(planner.model, tok, [prompt] * 4, plan_grammars(tok, [(t.inputs, t.target)] * 4, env.registry, env.limits),
+        lp = plan_logprobs(planner.model, tok, [prompt] * 4, plan_grammars(tok, [(t.inputs, t.target)] * 4, env.registry, env.limits),
                          [x.plan for x in d])
     torch.testing.assert_close(lp, torch.tensor([x.logprob for x in d]), rtol=1e-5, atol=1e-6)
 

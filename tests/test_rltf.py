@@ -8,7 +8,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from constrained_decoding.score import score_plans
+from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.grammar import plan_grammars
 from envs.openagi.plans import enumerate_plans
 from rltf.baselines import Baseline
@@ -57,9 +57,9 @@ def make_planner(seed=0):
 def expected_reward(planner, env, task):
     plans = list(enumerate_plans(env.registry, task.inputs, task.target, env.limits))
     with torch.no_grad():
-        lp = score_plans(planner.model, planner.tokenizer, [task.description] * len(plans),
+        lp = plan_logprobs(planner.model, planner.tokenizer, [task.description] * len(plans),
                          plan_grammars(planner.tokenizer, [(task.inputs, task.target)] * len(plans), env.registry, env.limits), plans)
-    rewards = torch.tensor([r.reward for r in env.score([(task, p) for p in plans])])
+    rewards = torch.tensor([r.reward for r in env.reward_plans([(task, p) for p in plans])])
     # Σ π_c = 1: each term off by its log-probability's float32 error (~1e-5 relative at most), the
     # float32 sum of n terms by up to n roundings
     assert float(lp.exp().sum()) == pytest.approx(1.0, rel=0, abs=1e-5 + len(plans) * torch.finfo(torch.float32).eps)
@@ -77,7 +77,7 @@ def test_one_step_moves_the_policy_along_the_advantage(tmp_path):
 
     def objective():  # sum_i A_i log pi(plan_i): what one REINFORCE step increases
         with torch.no_grad():
-            lp = score_plans(planner.model, planner.tokenizer, b.prompts, plan_grammars(planner.tokenizer, b.signatures, env.registry, env.limits),
+            lp = plan_logprobs(planner.model, planner.tokenizer, b.prompts, plan_grammars(planner.tokenizer, b.signatures, env.registry, env.limits),
                              b.plans)
         return float((torch.as_tensor(b.advantages) * lp).sum())
 

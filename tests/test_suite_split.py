@@ -107,5 +107,5 @@ def test_lite_env_end_to_end():
     assert term and not trunc and info["valid"] and 0.0 <= r <= 1.0 and len(info["scores"]) == 4
     _, r, _, _, info = env.step("Colorization, Colorization")
     assert r == 0.0 and not info["valid"] and info["error"]
-    res = env.unwrapped.score([(t, t.reference_plan) for t in env.unwrapped.tasks()])
+    res = env.unwrapped.reward_plans([(t, t.reference_plan) for t in env.unwrapped.tasks()])
     assert all(x.valid for x in res) and np.mean([x.reward for x in res]) > 0.3

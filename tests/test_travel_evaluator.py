@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from envs.travel.baselines import PERTURBATIONS, greedy_plan, perturb, random_plan
-from envs.travel.evaluator import COMMONSENSE, HARD, TravelEvaluator, _valid_city_sequence, summarize
+from envs.travel.evaluator import COMMONSENSE, TravelEvaluator, _valid_city_sequence, summarize
 from envs.travel.plans import PlanParseError, parse_plan
 from envs.travel.queries import default_queries
 from envs.travel.reference_eval import ReferenceEvaluator
@@ -89,7 +89,6 @@ def test_complete_information(ev):
 
 def _meal_from_third_city(q, plan, ev):
     """A travel-day meal in a city that is neither end of the move, within the budget."""
-    day = plan[0]
     a, b = q.org, name_city(plan[0]["accommodation"])[1]
     for c in IX.city_state:
         if c in (a, b):

@@ -182,7 +182,7 @@ def test_env_reset_step_score():
     first = broken[1]["attraction"].split(";")[0]
     broken[1]["attraction"] = f"{first};{first};"
     q = BY_ID[info["query_id"]]
-    res = base.score([(q.id, json.dumps(broken)), (q.id, "no plan"), (q, json.loads(plan))])
+    res = base.reward_plans([(q.id, json.dumps(broken)), (q.id, "no plan"), (q, json.loads(plan))])
     assert res[0].reward == pytest.approx(0.25 * 7 / 8 + 0.25)
     assert "diverse_attractions" in res[0].info()["violations"]
     assert res[1].reward == 0.0 and not res[1].valid and "'[' not found" in res[1].error
@@ -196,7 +196,7 @@ def test_env_reward_weights_and_bad_inputs_never_crash():
     q = env.queries()[0]
     plan = json.loads(env.reference_plan(q.id))
     plan[0]["accommodation"] = "-"
-    res = env.score([(q.id, plan), (q.id, None), (q.id, 12345), (q.id, "[{]"), (q.id, [{"days": None}])])
+    res = env.reward_plans([(q.id, plan), (q.id, None), (q.id, 12345), (q.id, "[{]"), (q.id, [{"days": None}])])
     assert [r.reward for r in res] == [0.0] * 5
     assert all(not r.valid for r in res[1:4])
     with pytest.raises(ValueError):

@@ -27,7 +27,7 @@ from gymnasium import spaces
 
 from envs.openagi.cache import ExecutionCache
 from envs.openagi.executor import PlanExecutor
-from envs.openagi.metrics import BatchMetric, score_batch
+from envs.openagi.metrics import BatchMetric, compute_metric
 from envs.openagi.plans import Plan, PlanError, PlanLimits, format_plan, parse_and_check
 from envs.openagi.registry import ToolRegistry
 from envs.openagi.split import SPLITS, load_split
@@ -133,7 +133,7 @@ class OpenAGIEnv(gym.Env):
     def step(self, action: str | Plan):
         if self.task is None:
             raise RuntimeError("call reset() before step()")
-        result = self.score([(self.task, action)])[0]
+        result = self.reward_plans([(self.task, action)])[0]
         self._last = result
         info = {**self._task_info(self.task), **result.info()}
         return self.task.description, result.reward, True, False, info
@@ -185,7 +185,7 @@ class OpenAGIEnv(gym.Env):
         idx = np.sort(rng.choice(len(task.samples), size=k, replace=False))
         return [task.samples[i] for i in idx]
 
-    def score(self, pairs: Sequence[tuple[int | str | Task, str | Plan]],
+    def reward_plans(self, pairs: Sequence[tuple[int | str | Task, str | Plan]],
               rng: np.random.Generator | None = None) -> list[PlanResult]:
         """Score many (task, plan) pairs. Plans may be text or Plan objects; invalid ones score 0.
 
@@ -197,9 +197,9 @@ class OpenAGIEnv(gym.Env):
         for task in tasks:
             if task.id not in subsets:
                 subsets[task.id] = self.samples_for(task, rng)
-        return [self._score_one(task, p, subsets[task.id]) for task, (_, p) in zip(tasks, pairs)]
+        return [self._reward_one(task, p, subsets[task.id]) for task, (_, p) in zip(tasks, pairs)]
 
-    def _score_one(self, task: Task, action: str | Plan, samples) -> PlanResult:
+    def _reward_one(self, task: Task, action: str | Plan, samples) -> PlanResult:
         # a parsed Plan (what the decoder emits) is checked, not formatted and re-parsed; the text
         # is formatted once, for the result
         try:
@@ -212,7 +212,7 @@ class OpenAGIEnv(gym.Env):
         ok = [i for i, e in enumerate(run.errors) if e is None]
         scores = [0.0] * len(samples)
         if ok:
-            vals = score_batch(task.metric, [run.outputs[i] for i in ok], [samples[i].target for i in ok],
+            vals = compute_metric(task.metric, [run.outputs[i] for i in ok], [samples[i].target for i in ok],
                                self.metrics)
             for i, v in zip(ok, vals):
                 scores[i] = v

@@ -92,7 +92,7 @@ class _Parts:
                 hf.device = device  # one GPU per process
             backend = HFBackend(hf)
             self.registry = backend.registry()
-            self.metrics = backend.scorer.batch_metrics()
+            self.metrics = backend.metric_models.batch_metrics()
         else:
             from envs.openagi.lite import build_lite_registry
 

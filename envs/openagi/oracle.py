@@ -40,9 +40,9 @@ def oracle_for_task(env: OpenAGIEnv, task: Task, limits: PlanLimits | None = Non
     """Score every valid plan on all of the task's samples (ties go to the shorter, earlier plan)."""
     limits = limits or env.limits
     plans = sorted(enumerate_plans(env.registry, task.inputs, task.target, limits), key=len)
-    results = env.score([(task, p) for p in plans])
+    results = env.reward_plans([(task, p) for p in plans])
     best = max(range(len(plans)), key=lambda i: (results[i].reward, -i))
-    ref = env.score([(task, task.reference_plan)])[0]
+    ref = env.reward_plans([(task, task.reference_plan)])[0]
     return OracleEntry(task.id, format_plan(task.reference_plan), ref.reward,
                        results[best].plan_text, results[best].reward, len(plans))
 

@@ -154,7 +154,7 @@ class TravelPlannerEnv(gym.Env):
     def step(self, action: Any):
         if self.query is None:
             raise RuntimeError("call reset() before step()")
-        result = self.score([(self.query, action)])[0]
+        result = self.reward_plans([(self.query, action)])[0]
         self._last = result
         return self.query.query, result.reward, True, False, {**self._query_info(self.query), **result.info()}
 
@@ -184,7 +184,7 @@ class TravelPlannerEnv(gym.Env):
     def queries(self) -> list[TravelQuery]:
         return [self.queries_by_id[i] for i in self.query_ids]
 
-    def score(self, pairs: Sequence[tuple[int | str | TravelQuery, Any]]) -> list[TravelResult]:
+    def reward_plans(self, pairs: Sequence[tuple[int | str | TravelQuery, Any]]) -> list[TravelResult]:
         """Score (query, plan) pairs; plans are text (or lists of day records). Never raises on a plan."""
         out = []
         for qref, plan in pairs:
@@ -200,7 +200,7 @@ class TravelPlannerEnv(gym.Env):
 
     def metrics(self, pairs: Sequence[tuple[int | str | TravelQuery, Any]]) -> dict[str, float]:
         """The official metrics (delivery, commonsense / hard micro and macro, final pass)."""
-        results = self.score(pairs)
+        results = self.reward_plans(pairs)
         return summarize([self.get_query(q) for q, _ in pairs], [r.evaluation for r in results])
 
     # ------------------------------------------------------------------------ planner helpers

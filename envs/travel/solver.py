@@ -37,7 +37,7 @@ from typing import Any
 from envs.travel.index import Hotel, Restaurant, SandboxIndex
 from envs.travel.plans import Plan, make_day
 from envs.travel.query import TravelQuery
-from envs.travel.schema import CITIES_PER_DAYS, HOUSE_RULE_TEXT, SELF_DRIVING_PER_CAR, TAXI_PER_CAR
+from envs.travel.schema import HOUSE_RULE_TEXT, SELF_DRIVING_PER_CAR, TAXI_PER_CAR
 from envs.travel.text import attractions_text, entity, flight_text, ground_text
 
 ROOM_OK = {
@@ -319,7 +319,6 @@ class _QueryContext:
     def meal_dp(self, cities, full):
         """Min meal cost over cities: returns (cost, [(restaurants, a_j, b_j) per city]) where a_j /
         b_j meals go to the arrival / departure travel day."""
-        k = len(cities)
         ncu = len(self.cuisines)
         full_mask = (1 << ncu) - 1
         max_extra = ncu  # more than one extra meal per wanted cuisine never helps

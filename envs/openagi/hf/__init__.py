@@ -9,7 +9,7 @@ from envs.openagi.hf.config import HFBackendConfig
 from envs.openagi.hf.experts import HFExperts, normalise_label
 from envs.openagi.hf.loader import Loaded, MemoryBudgetError, ModelCache, ModelLoadError, load_model
 from envs.openagi.hf.metrics import (
-    HFScorer,
+    HFMetricModels,
     ScoreSummary,
     TaskScore,
     bertscore_f1,
@@ -26,7 +26,7 @@ __all__ = [
     "HFBackend",
     "HFBackendConfig",
     "HFExperts",
-    "HFScorer",
+    "HFMetricModels",
     "Loaded",
     "MemoryBudgetError",
     "ModelCache",

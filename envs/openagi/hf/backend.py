@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from envs.openagi.hf.config import HFBackendConfig
 from envs.openagi.hf.experts import HFExperts
 from envs.openagi.hf.loader import GIB, ModelCache, resolve_device, resolve_dtype
-from envs.openagi.hf.metrics import HFScorer
+from envs.openagi.hf.metrics import HFMetricModels
 from envs.openagi.hf.models import DEFAULT_EXPERTS, METRICS
 from envs.openagi.registry import ToolRegistry
 from envs.openagi.tools import OPENAGI_TOOLS, register_spec
@@ -25,7 +25,7 @@ class HFBackend:
         budget = None if self.config.memory_budget_gib is None else int(self.config.memory_budget_gib * GIB)
         self.cache = cache or ModelCache(self.config.device, budget)
         self.experts = HFExperts(self.config, self.cache)
-        self.scorer = HFScorer(self.config, self.cache)
+        self.metric_models = HFMetricModels(self.config, self.cache)
 
     def registry(self, names: Sequence[str] | None = None) -> ToolRegistry:
         """A registry of the tools (all 15, or ``names``), none of them loaded yet."""

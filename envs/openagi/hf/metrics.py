@@ -47,7 +47,7 @@ def _check_pairs(preds: Sequence[Any], refs: Sequence[Any], what: str) -> None:
         raise ValueError(f"{what}: {len(preds)} predictions but {len(refs)} references; expected equal lengths")
 
 
-class HFScorer:
+class HFMetricModels:
     """BERTScore / ViT / CLIP scores with models from the shared cache (loaded on first use)."""
 
     def __init__(self, config: HFBackendConfig | None = None, cache: ModelCache | None = None):
@@ -63,7 +63,7 @@ class HFScorer:
         key = (spec.kind, spec.model_id, str(dtype).removeprefix("torch."))
         return self.cache.get(key, lambda: load_model(spec, dtype, local_files_only=self.config.local_files_only))
 
-    def score(self, metric: str, preds: Sequence[Any], refs: Sequence[Any]) -> list[float]:
+    def compute(self, metric: str, preds: Sequence[Any], refs: Sequence[Any]) -> list[float]:
         """Scores in [0, 1] for ``metric`` in ``("bertscore", "vit", "clip")``."""
         if metric == BERTSCORE:
             return self.bertscore_f1(preds, refs)
@@ -75,7 +75,7 @@ class HFScorer:
 
     def batch_metrics(self) -> dict[str, Callable[[Sequence[Any], Sequence[Any]], list[float]]]:
         """``{"bertscore", "vit", "clip"} -> fn(preds, targets)``, to register with the environment."""
-        return {m: functools.partial(self.score, m) for m in METRICS}
+        return {m: functools.partial(self.compute, m) for m in METRICS}
 
     # ---------------------------------------------------------------------------- BERTScore
 
@@ -197,11 +197,11 @@ def _needs_prefix_space(tok: Any) -> bool:
 _DEFAULT_CACHES: dict[str, ModelCache] = {}
 
 
-def _scorer(metric: str, model: str | None, device: str | None, **config: Any) -> HFScorer:
+def _metric_models(metric: str, model: str | None, device: str | None, **config: Any) -> HFMetricModels:
     dev = resolve_device(device)
     cache = _DEFAULT_CACHES.setdefault(str(dev), ModelCache(dev))
     cfg = HFBackendConfig(metric_models={metric: model} if model else {}, device=str(dev), **config)
-    return HFScorer(cfg, cache)
+    return HFMetricModels(cfg, cache)
 
 
 def bertscore_f1(
@@ -209,7 +209,7 @@ def bertscore_f1(
     device: str | None = None, batch_size: int = 32, local_files_only: bool = False,
 ) -> list[float]:
     """BERTScore F1 in [0, 1] per pair; ``model`` defaults to microsoft/deberta-xlarge-mnli."""
-    return _scorer(BERTSCORE, model, device, bertscore_num_layers=num_layers, metric_batch_size=batch_size,
+    return _metric_models(BERTSCORE, model, device, bertscore_num_layers=num_layers, metric_batch_size=batch_size,
                    local_files_only=local_files_only).bertscore_f1(preds, refs)
 
 
@@ -218,7 +218,7 @@ def vit_score(
     device: str | None = None, batch_size: int = 32, local_files_only: bool = False,
 ) -> list[float]:
     """ViT cosine similarity in [0, 1] per pair; ``model`` defaults to google/vit-base-patch16-224."""
-    return _scorer(VIT_SCORE, model, device, metric_batch_size=batch_size,
+    return _metric_models(VIT_SCORE, model, device, metric_batch_size=batch_size,
                    local_files_only=local_files_only).vit_score(pred_images, ref_images)
 
 
@@ -227,7 +227,7 @@ def clip_score(
     device: str | None = None, batch_size: int = 32, local_files_only: bool = False,
 ) -> list[float]:
     """CLIP score / 100 in [0, 1] per pair; ``model`` defaults to openai/clip-vit-base-patch16."""
-    return _scorer(CLIP_SCORE, model, device, metric_batch_size=batch_size,
+    return _metric_models(CLIP_SCORE, model, device, metric_batch_size=batch_size,
                    local_files_only=local_files_only).clip_score(images, texts)
 
 

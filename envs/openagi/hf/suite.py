@@ -10,7 +10,7 @@ are the English ones translated by the backend's Machine Translation expert, as 
 
 Metrics follow the paper: ViT score for image outputs, CLIP score (generated image vs. the
 caption) for text -> image, BERTScore F1 for every text output; the env scores those names with
-its hf backend's models (``OpenAGIEnv(metrics=backend.scorer.batch_metrics())``, as
+its hf backend's models (``OpenAGIEnv(metrics=backend.metric_models.batch_metrics())``, as
 ``envs.make`` builds it): no process-global metric table is rewritten.
 
 Built once into ``<data_dir>/<key>/`` (``key`` from ``n_samples``, the seed, the image size and

@@ -104,7 +104,7 @@ def all_plans(tools: Sequence[str] = tuple(IMAGE_RESTORERS)) -> list[tuple[str, 
 def plan_scores(
     images: list[np.ndarray], score: Callable[[list[np.ndarray]], float]
 ) -> dict[tuple[str, ...], float]:
-    """``score`` of every restoration plan applied to ``images`` (prefixes are shared)."""
+    """The metric ``score`` of every restoration plan applied to ``images`` (prefixes are shared)."""
     out: dict[tuple[str, ...], float] = {}
 
     def walk(plan: tuple[str, ...], batch: list[np.ndarray]) -> None:

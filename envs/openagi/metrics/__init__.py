@@ -68,7 +68,7 @@ def get_metric(name: str, table: Mapping[str, BatchMetric] | None = None) -> Bat
         raise ValueError(f"unknown metric {name!r}; expected one of: {', '.join(known)}") from None
 
 
-def score_batch(metric: str, preds: Sequence[Any], targets: Sequence[Any],
+def compute_metric(metric: str, preds: Sequence[Any], targets: Sequence[Any],
                 table: Mapping[str, BatchMetric] | None = None) -> list[float]:
     """Per-sample scores, each clipped to [0, 1]; NaN (a broken output) scores 0."""
     raw = get_metric(metric, table)(preds, targets)

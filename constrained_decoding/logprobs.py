@@ -22,7 +22,7 @@ from constrained_decoding.runner import PlannerRunner
 from constrained_decoding.tables import stack_tables
 
 
-def score_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar],
+def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar],
                 plans: Sequence[Any], temperature: float = 1.0, *, through_forward: bool = False,
                 head: HeadMode = "auto") -> torch.Tensor:
     """``[len(plans)]`` tensor of log π_c(plans[j] | prompts[j]) under ``grammars[j]`` at ``temperature``
