@@ -9,15 +9,12 @@ would silently move tasks between parts is caught (:func:`load_split` checks des
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from envs.openagi.suite import task_specs
+from envs.splitting import SPLITS, stratified_split
 
-SPLITS = ("train", "validation", "test")
 # Per suite. Without a "train" fraction every task not held out trains; with one (the paper's
 # 10% / 10% split of the full suite), the rest is left out of all three parts.
 SUITE_FRACTIONS = {
@@ -34,32 +31,9 @@ def _stratum(inputs: Sequence[str], target: str) -> str:
 def make_split(
     strata: Sequence[str], seed: int = 0, fractions: dict[str, float] | None = None
 ) -> dict[str, list[int]]:
-    """Assign task indices to splits; each stratum keeps at least one train, val and test task
-    when it has three or more tasks."""
-    fractions = {"validation": 0.2, "test": 0.3, **(fractions or {})}
-    for k, v in fractions.items():
-        if k not in SPLITS or not 0 <= v < 1:
-            raise ValueError(f"bad split fraction {k}={v!r}: expected train/validation/test in [0, 1)")
-    held_out = fractions["validation"] + fractions["test"]
-    if held_out >= 1 or held_out + fractions.get("train", 0) > 1 + 1e-9:
-        raise ValueError(f"validation + test fractions {fractions} leave no training tasks")
-    rng = np.random.default_rng(seed)
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, s in enumerate(strata):
-        groups[s].append(i)
-    out: dict[str, list[int]] = {k: [] for k in SPLITS}
-    for s in sorted(groups):
-        idx = [groups[s][j] for j in rng.permutation(len(groups[s]))]
-        n = len(idx)
-        n_val = max(1, round(fractions["validation"] * n)) if n >= 3 else 0
-        n_test = max(1, round(fractions["test"] * n)) if n >= 2 else 0
-        out["validation"] += idx[:n_val]
-        out["test"] += idx[n_val : n_val + n_test]
-        rest = idx[n_val + n_test :]
-        if "train" in fractions:
-            rest = rest[: max(1, round(fractions["train"] * n))]
-        out["train"] += rest
-    return {k: sorted(v) for k, v in out.items()}
+    """Assign task indices to splits (:func:`envs.splitting.stratified_split`); each stratum keeps
+    at least one train, val and test task when it has three or more tasks."""
+    return stratified_split(strata, seed, {"validation": 0.2, "test": 0.3, **(fractions or {})})
 
 
 def split_for_suite(suite: str = "lite", seed: int = 0) -> dict:

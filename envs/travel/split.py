@@ -10,35 +10,20 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-
+from envs.splitting import SPLITS, stratified_split
 from envs.travel.query import TravelQuery
 
-SPLITS = ("train", "validation", "test")
 FRACTIONS = {"validation": 0.2, "test": 0.2}
 SPLIT_DIR = Path(__file__).parent / "splits"
 
 
 def make_split(queries: list[TravelQuery], seed: int = 0, fractions: dict[str, float] | None = None) -> dict[str, list[int]]:
-    """Query ids per part; every (level, days) stratum is split with the same fractions."""
-    fr = {**FRACTIONS, **(fractions or {})}
-    rng = np.random.default_rng(seed)
-    strata: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for q in queries:
-        strata[(q.level, q.days)].append(q.id)
-    out: dict[str, list[int]] = {k: [] for k in SPLITS}
-    for key in sorted(strata):
-        ids = [strata[key][i] for i in rng.permutation(len(strata[key]))]
-        n = len(ids)
-        n_val = max(1, round(fr["validation"] * n)) if n >= 3 else 0
-        n_test = max(1, round(fr["test"] * n)) if n >= 2 else 0
-        out["validation"] += ids[:n_val]
-        out["test"] += ids[n_val:n_val + n_test]
-        out["train"] += ids[n_val + n_test:]
-    return {k: sorted(v) for k, v in out.items()}
+    """Query ids per part; every (level, days) stratum is split with the same fractions
+    (:func:`envs.splitting.stratified_split`)."""
+    return stratified_split([(q.level, q.days) for q in queries], seed, {**FRACTIONS, **(fractions or {})},
+                            ids=[q.id for q in queries])
 
 
 def split_path(seed: int = 0) -> Path:
