@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -58,12 +59,24 @@ def ensure_embedded_planner(settings: EmbeddedSettings, tokenizer_texts: Sequenc
     texts = list(tokenizer_texts) if tokenizer_texts is not None else default_tokenizer_texts()
     root = Path(settings.dir).expanduser()
     target = root / embedded_fingerprint(settings, texts)
+    damaged = False
     if (target / PLANNER_FILE).is_file():
-        return target
+        try:
+            Planner.from_pretrained(target)  # a cached build is used only when it loads whole
+            return target
+        except Exception as exc:
+            damaged = True
+            warnings.warn(f"the embedded planner built at {target} is damaged ({type(exc).__name__}: "
+                          f"{_first_line(exc)}); rebuilding it", RuntimeWarning, stacklevel=2)
     planner = build_embedded_planner(settings, texts)
-    with atomic_dir(target, complete_marker=PLANNER_FILE) as tmp:
+    with atomic_dir(target, replace=damaged, complete_marker=PLANNER_FILE) as tmp:
         planner.save_pretrained(tmp)
         meta = json.loads((tmp / PLANNER_FILE).read_text())
         meta["embedded"] = {k: v for k, v in asdict(settings).items() if k != "dir"}
         (tmp / PLANNER_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     return target
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

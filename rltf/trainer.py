@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -108,6 +109,7 @@ class RLTFTrainer:
         # 3. rewards from executing the plans (the parsed plans: checked once, formatted once)
         results = env.reward_plans([(t, d.plan) for t, _, _, d in flat], rng=samples_rng)
         rewards = np.array([r.reward if math.isfinite(r.reward) else 0.0 for r in results])
+        expert_error_rate = self._check_experts(results)
 
         # 4. log π_c(plan), teacher-forced with gradients, under the sampler's masks and temperature
         #    (the decoded rows themselves: nothing is rebuilt from the plans)
@@ -147,6 +149,7 @@ class RLTFTrainer:
             "train/entropy": float(-logp_d.mean()),  # sequence-level estimate E[-log π_c]
             "train/kl": float(kl.mean()),
             "train/valid": float(np.mean([r.valid for r in results])),
+            "train/expert_error_rate": expert_error_rate,
             "train/distinct_plans": len({(t.id, text) for (t, *_), text in zip(flat, texts)}) / len(flat),
             "train/logprob_mismatch": float((sampled_lp - logp_d).abs().max()),
             "train/grad_norm": grad_norm,
@@ -154,6 +157,31 @@ class RLTFTrainer:
             "train/cache_hit_rate": stats.hit_rate if stats else 0.0,
             "train/plans_per_s": len(flat) * acc.num_processes / (time.perf_counter() - t0),
         }
+
+    def _check_experts(self, results) -> float:
+        """The fraction of executed samples (of valid plans) that an expert failed on; a loud
+        warning for each tool that failed on every call of this step (a broken expert or cache would
+        otherwise only show as lower rewards)."""
+        executed = failed = 0
+        failing: dict[str, int] = {}  # tool -> samples it failed on
+        worked: set[str] = set()  # tools of plans with at least one successful sample
+        for r in results:
+            if not r.valid:
+                continue
+            executed += len(r.sample_errors)
+            errs = [e for e in r.sample_errors if e is not None]
+            failed += len(errs)
+            for e in errs:
+                tool = e.split(" raised ", 1)[0]
+                failing[tool] = failing.get(tool, 0) + 1
+            if len(errs) < len(r.sample_errors):
+                worked.update(t.strip("() ") for t in r.plan_text.replace(")", ",").split(","))
+        for tool, n in failing.items():
+            if tool not in worked:
+                example = next(e for r in results if r.valid for e in r.sample_errors if e and e.startswith(tool))
+                warnings.warn(f"step {self.step + 1}: expert {tool!r} failed on every call ({n} samples): "
+                              f"{example[:300]}", RuntimeWarning, stacklevel=2)
+        return failed / executed if executed else 0.0
 
     def loss_weights(self, rewards: np.ndarray, task_ids: np.ndarray, logp: np.ndarray,
                      kl: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import shutil
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -254,7 +255,16 @@ def build_full_suite(
         shutil.rmtree(root)
         _DECODED.clear()  # decoded samples of the old copy must not outlive it
     if (root / MANIFEST).is_file():
-        return load_full_suite(root)
+        try:
+            return load_full_suite(root)
+        except Exception as exc:  # a damaged or stale copy: rebuild it when we can, else say which
+            if registry is None:
+                raise ValueError(f"the built full suite at {root} is damaged or stale ({type(exc).__name__}: "
+                                 f"{exc}); delete {root} or pass the hf backend's registry to rebuild it") from exc
+            warnings.warn(f"the built full suite at {root} is damaged or stale ({type(exc).__name__}: {exc}); "
+                          "rebuilding it", RuntimeWarning, stacklevel=2)
+            shutil.rmtree(root)
+            _DECODED.clear()
     if registry is None:
         raise FileNotFoundError(
             f"the full suite is not built yet at {root}; pass the hf backend's registry (its Machine "

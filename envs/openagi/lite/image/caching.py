@@ -8,6 +8,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import warnings
+
 import numpy as np
 
 from envs.atomic import write_atomic
@@ -26,9 +28,13 @@ def _cached(
     if path.exists():
         try:
             with np.load(path, allow_pickle=False) as f:
-                return {k: f[k] for k in f.files}
-        except (OSError, ValueError):
-            pass  # a corrupt or partial file: retrain and overwrite it
+                arrays = {k: f[k] for k in f.files}
+            if not arrays:
+                raise ValueError("no arrays")
+            return arrays
+        except Exception as exc:  # truncated (BadZipFile), empty (EOFError), garbage: never use it
+            warnings.warn(f"learned-expert cache {path} is damaged ({type(exc).__name__}: {exc}); "
+                          f"retraining {name} and overwriting it", RuntimeWarning, stacklevel=2)
     arrays = train(config)
     buf = io.BytesIO()
     np.savez(buf, **arrays)

@@ -1,0 +1,113 @@
+"""Issue 16, reliability: no silently wrong numbers, no lost checkpoints, no code run from a run
+folder. One test (or a few) per defect, in the issue's order; all offline and small."""
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from accelerate import Accelerator
+
+from rltf.config import ConfigError, load_config
+from rltf.planner import Planner
+from rltf.trainer import RLTFTrainer
+from tests.tiny_models import tiny_t5, unigram_tokenizer
+from tests.toy_env import toy_env, toy_tasks
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def make_cfg(tmp_path, *overrides):
+    return load_config([f"output_dir={tmp_path}", "run_name=toy", "rltf.tasks_per_batch=2", "rltf.k_samples=4",
+                        "rltf.lr=0.01", "rltf.eval_every=0", "rltf.checkpoint_every=1", "logging.progress_bar=false",
+                        *overrides])
+
+
+def make_planner(seed=0):
+    tok = unigram_tokenizer()
+    return Planner(tiny_t5(tok, seed=seed), tok, True, "tiny-t5")
+
+
+# ------------------------------------------------------------------ 1. corrupted caches
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04 truncated zip", b"garbage"])
+def test_a_damaged_learned_expert_cache_is_retrained_with_a_warning(tmp_path, monkeypatch, content):
+    from envs.openagi.lite.image import caching
+
+    monkeypatch.setattr(caching, "rltf_cache_dir", lambda kind: tmp_path)
+    calls = []
+
+    def train(config):
+        calls.append(config)
+        return {"w": np.arange(3.0)}
+
+    first = caching._cached("expert", {"a": 1}, train)
+    path = next(tmp_path.glob("expert-*.npz"))
+    good = path.read_bytes()
+    path.write_bytes(content if content != b"PK\x03\x04 truncated zip" else good[: len(good) // 2])
+    with pytest.warns(RuntimeWarning, match=str(path.name)):
+        again = caching._cached("expert", {"a": 1}, train)
+    assert len(calls) == 2 and np.array_equal(again["w"], first["w"])
+    assert path.read_bytes() == good  # rewritten whole
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        caching._cached("expert", {"a": 1}, train)  # intact now: loaded, not retrained
+    assert len(calls) == 2
+
+
+def test_a_damaged_embedded_planner_build_is_rebuilt(tmp_path):
+    from rltf.config import EmbeddedSettings
+    from rltf.embedded import ensure_embedded_planner
+
+    settings = EmbeddedSettings(d_model=16, d_ff=32, num_layers=1, num_heads=2, dir=str(tmp_path))
+    texts = ["Image Denoising, Image Classification", "Given noisy image, how to return the class label?"]
+    path = ensure_embedded_planner(settings, texts)
+    weights = path / "model.safetensors"
+    good = weights.read_bytes()
+    weights.write_bytes(good[:100])
+    with pytest.warns(RuntimeWarning, match="embedded planner.*damaged"):
+        again = ensure_embedded_planner(settings, texts)
+    assert again == path and weights.read_bytes() == good
+    Planner.from_pretrained(path)
+
+
+def test_a_damaged_full_suite_build_names_itself(tmp_path):
+    from envs.openagi.hf import suite
+
+    root = suite.full_suite_dir(tmp_path, 2, 0)
+    root.mkdir(parents=True)
+    (root / suite.MANIFEST).write_text("{ not json")
+    with pytest.raises(ValueError, match=f"{root.name}.*damaged or stale.*JSONDecodeError"):
+        suite.build_full_suite(tmp_path, 2, 0, None)
+
+
+def _env_with_broken_translation():
+    from envs.openagi.env import OpenAGIEnv
+    from envs.openagi.plans import PlanLimits
+    from envs.openagi.registry import TEXT, ToolRegistry
+
+    def broken(xs):
+        raise RuntimeError("weights missing")
+
+    reg = ToolRegistry()
+    reg.register("Fill Mask", TEXT, TEXT, lambda xs: [x.replace("[MASK]", "cat") for x in xs])
+    reg.register("Machine Translation", TEXT, TEXT, broken)
+    reg.register("Question Answering", (TEXT, TEXT), TEXT, lambda ds, qs: [d.split()[-1] for d in ds])
+    return OpenAGIEnv(registry=reg, tasks=toy_tasks()[:1], limits=PlanLimits(2, 1, 1),
+                      metrics={"toy_equal": lambda p, t: [float(a == b) for a, b in zip(p, t)]})
+
+
+def test_a_tool_failing_on_every_call_is_a_loud_warning_and_the_error_rate_is_logged(tmp_path):
+    trainer = RLTFTrainer(make_cfg(tmp_path), make_planner(), _env_with_broken_translation(), Accelerator(cpu=True))
+    with pytest.warns(RuntimeWarning, match="'Machine Translation' failed on every call"):
+        stats = trainer.train_step()
+    assert 0 < stats["train/expert_error_rate"] <= 1
+
+
+def test_a_healthy_step_logs_a_zero_expert_error_rate(tmp_path):
+    trainer = RLTFTrainer(make_cfg(tmp_path), make_planner(), toy_env(), Accelerator(cpu=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        stats = trainer.train_step()
+    assert stats["train/expert_error_rate"] == 0.0
