@@ -40,10 +40,51 @@ def save_checkpoint(run_dir: Path, step: int, planner, state: dict[str, Any], ke
         for name, src in (extra_dirs or {}).items():
             os.replace(src, tmp / name)
     write_atomic(run_dir / LATEST, final.name + "\n")
-    old = sorted((p for p in run_dir.glob("checkpoint-*") if p.is_dir()), key=lambda p: int(p.name.split("-")[1]))
-    for p in old[:-keep] if keep > 0 else []:
+    # rotation: the checkpoint just written always stays, with the newest keep-1 before it; any
+    # checkpoint of a later step is left over from an abandoned run (resume continues from latest)
+    others = [(s, p) for s, p in checkpoints(run_dir) if s != step]
+    older = [p for s, p in others if s < step]
+    doomed = [p for s, p in others if s > step] + (older[: max(len(older) - (keep - 1), 0)] if keep > 0 else [])
+    for p in doomed:
         shutil.rmtree(p, ignore_errors=True)
     return final
+
+
+def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """``(step, folder)`` of the ``checkpoint-<step>`` folders of ``run_dir``, oldest first."""
+    found = []
+    for p in Path(run_dir).glob("checkpoint-*"):
+        tail = p.name.split("-", 1)[1]
+        if p.is_dir() and tail.isdigit():
+            found.append((int(tail), p))
+    return sorted(found)
+
+
+class RunFolderError(ValueError):
+    """A run folder that this run cannot use as asked (holds another run, damaged checkpoint...)."""
+
+
+# what a run writes into its folder (a fresh run with overwrite=true removes them first)
+RUN_ARTEFACTS = ("rltf", "sft", "eval_initial.json", "sft_history.json", "rltf_history.json", "results.md",
+                 "results.json", "rewards.png")
+
+
+def prepare_run_folder(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    """A fresh run (``resume=false``) refuses a folder that holds an earlier run's outputs, unless
+    ``overwrite``: then those outputs are removed first, so nothing of the old run is mixed in."""
+    run_dir = Path(run_dir)
+    if resume or not run_dir.is_dir():
+        return
+    present = [name for name in RUN_ARTEFACTS if (run_dir / name).exists()]
+    if not present:
+        return
+    if not overwrite:
+        raise RunFolderError(
+            f"run folder {run_dir} already holds a run ({', '.join(present)}); continue it with resume=true, "
+            f"pick another run_name=..., or replace it with overwrite=true")
+    for name in present:
+        p = run_dir / name
+        shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -115,6 +115,7 @@ class RunConfig:
     seed: int = num(0, ge=0)
     dry_run: bool = False
     resume: bool = False
+    overwrite: bool = False  # a fresh run into a folder that holds a run replaces it (else refused)
     planner: PlannerSettings = field(default_factory=PlannerSettings)
     env: OpenAGIEnvConfig = field(default_factory=OpenAGIEnvConfig)  # envs/openagi/config.py
     sft: SftSettings = field(default_factory=SftSettings)

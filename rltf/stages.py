@@ -37,6 +37,7 @@ from envs.openagi.env import OpenAGIEnv
 from envs.openagi.split import load_split
 from envs.openagi.tasks import Task
 from rltf import evaluate as ev
+from rltf.checkpoint import prepare_run_folder
 from rltf.config import RunConfig, config_to_yaml, save_config
 from rltf.distributed import Sharding, shard_planner, sharding_for
 from rltf.planner import Planner
@@ -80,6 +81,7 @@ def start(cfg: RunConfig, *, write_config: bool = True) -> Run:
     run = Run(cfg, acc, sharding_for(acc), started)
     set_seed(cfg.seed)
     if write_config and acc.is_main_process:
+        prepare_run_folder(run.run_dir, resume=cfg.resume, overwrite=cfg.overwrite)
         run.run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run.run_dir / "config.yaml")
     run.log(f"run {cfg.run_name} -> {run.run_dir}  ({acc.num_processes} process(es), device {acc.device})")

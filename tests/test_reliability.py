@@ -111,3 +111,39 @@ def test_a_healthy_step_logs_a_zero_expert_error_rate(tmp_path):
         warnings.simplefilter("error", RuntimeWarning)
         stats = trainer.train_step()
     assert stats["train/expert_error_rate"] == 0.0
+
+
+# ------------------------------------------------------------------ 2. checkpoint rotation
+class _Saver:
+    """Stands in for a planner: save_pretrained writes one small file."""
+
+    def save_pretrained(self, d, state_dict=None):
+        Path(d).mkdir(parents=True)
+        (Path(d) / "config.json").write_text("{}")
+
+
+def test_rotation_never_deletes_the_checkpoint_just_written(tmp_path):
+    from rltf.checkpoint import latest_checkpoint, save_checkpoint
+
+    rdir = tmp_path / "rltf"
+    for step in (6, 8):  # an earlier run's checkpoints, further along
+        save_checkpoint(rdir, step, _Saver(), {"history": []})
+    save_checkpoint(rdir, 2, _Saver(), {"history": []})
+    save_checkpoint(rdir, 4, _Saver(), {"history": []})
+    assert latest_checkpoint(rdir).name == "checkpoint-4"
+    assert sorted(p.name for p in rdir.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+
+
+def test_a_fresh_run_into_a_folder_holding_a_run_is_refused_unless_overwrite(tmp_path):
+    from rltf import stages
+    from rltf.checkpoint import RunFolderError
+
+    run_dir = tmp_path / "toy"
+    (run_dir / "rltf" / "checkpoint-4").mkdir(parents=True)
+    (run_dir / "rltf" / "latest").write_text("checkpoint-4\n")
+    with pytest.raises(RunFolderError, match=r"already holds a run \(rltf\).*resume=true.*overwrite=true"):
+        stages.start(make_cfg(tmp_path))
+    stages.start(make_cfg(tmp_path, "resume=true"))  # continuing it is fine
+    assert (run_dir / "rltf" / "latest").exists()
+    stages.start(make_cfg(tmp_path, "overwrite=true"))
+    assert not (run_dir / "rltf").exists() and (run_dir / "config.yaml").exists()
