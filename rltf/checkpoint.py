@@ -11,6 +11,7 @@ makes scoring faster, never different.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,11 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     pointer = Path(run_dir) / LATEST
     if not pointer.exists():
         return None
-    path = Path(run_dir) / pointer.read_text().strip()
+    name = pointer.read_text().strip()
+    if not re.fullmatch(r"checkpoint-\d+", name):  # never a path out of the run folder
+        raise RunFolderError(f"{pointer} names {name!r}, not a checkpoint-<step> folder of {run_dir}; "
+                             f"delete {pointer} (or fix it) to resume")
+    path = Path(run_dir) / name
     if not (path / STATE_FILE).exists():
         raise FileNotFoundError(
             f"{pointer} names {path.name}, which has no {STATE_FILE}; the checkpoint is damaged — "
@@ -101,4 +106,6 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def load_state(checkpoint: Path) -> dict[str, Any]:
-    return torch.load(Path(checkpoint) / STATE_FILE, weights_only=False)
+    """The trainer state of a checkpoint: tensors and plain containers only (``weights_only``), so
+    a pickle planted in a run folder is refused, never run."""
+    return torch.load(Path(checkpoint) / STATE_FILE, weights_only=True)

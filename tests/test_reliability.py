@@ -147,3 +147,45 @@ def test_a_fresh_run_into_a_folder_holding_a_run_is_refused_unless_overwrite(tmp
     assert (run_dir / "rltf" / "latest").exists()
     stages.start(make_cfg(tmp_path, "overwrite=true"))
     assert not (run_dir / "rltf").exists() and (run_dir / "config.yaml").exists()
+
+
+# ------------------------------------------------------------------ 3. no code run from a run folder
+class _Planted:
+    def __reduce__(self):
+        return (Path.touch, (Path(_Planted.marker),))
+
+
+@pytest.mark.parametrize("baseline", ["moving_average", "per_task", "rloo"])
+def test_todays_checkpoints_load_with_weights_only(tmp_path, baseline):
+    from rltf.checkpoint import latest_checkpoint, load_state
+
+    cfg = make_cfg(tmp_path, "rltf.steps=2", f"rltf.baseline={baseline}", "rltf.lr_schedule=cosine",
+                   "rltf.warmup_steps=1")
+    RLTFTrainer(cfg, make_planner(), toy_env(), Accelerator(cpu=True)).train()
+    state = load_state(latest_checkpoint(cfg.run_dir / "rltf"))
+    assert state["step"] == 2 and {"optimizer", "scheduler", "baseline", "history"} <= set(state)
+    resumed = RLTFTrainer(cfg, make_planner(), toy_env(), Accelerator(cpu=True))
+    assert resumed.resume() and resumed.step == 2
+
+
+def test_a_planted_pickle_is_not_executed_on_resume(tmp_path):
+    cfg = make_cfg(tmp_path, "rltf.steps=1")
+    RLTFTrainer(cfg, make_planner(), toy_env(), Accelerator(cpu=True)).train()
+    _Planted.marker = str(tmp_path / "pwned")
+    torch.save({"step": 1, "x": _Planted()}, cfg.run_dir / "rltf" / "checkpoint-1" / "trainer_state.pt")
+    with pytest.raises(Exception):
+        RLTFTrainer(cfg, make_planner(), toy_env(), Accelerator(cpu=True)).resume()
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("name", ["../../elsewhere", "/tmp/checkpoint-1", "checkpoint-1/../../x"])
+def test_latest_must_name_a_checkpoint_inside_the_run_folder(tmp_path, name):
+    from rltf.checkpoint import RunFolderError, latest_checkpoint
+
+    (tmp_path / "elsewhere" / "trainer_state.pt").parent.mkdir(parents=True)
+    (tmp_path / "elsewhere" / "trainer_state.pt").write_bytes(b"")
+    rdir = tmp_path / "run" / "rltf"
+    rdir.mkdir(parents=True)
+    (rdir / "latest").write_text(name + "\n")
+    with pytest.raises(RunFolderError, match="not a checkpoint-<step> folder"):
+        latest_checkpoint(rdir)
