@@ -82,14 +82,19 @@ def decoding_mode(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-def _setup(model, tokenizer, prompts, grammars, head):
+@contextlib.contextmanager
+def _decoding(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[object],
+              head: HeadMode) -> Iterator[tuple[list[Grammar], PlannerRunner | None, Any]]:
+    """:func:`decoding_mode` with the checked grammars, the prompts' runner and their stacked
+    state tables (runner and tables ``None`` when there are no prompts)."""
     prompts = list(prompts)
-    grammars = check_grammars(grammars, len(prompts))
-    if not prompts:
-        return None
-    runner = PlannerRunner(model, tokenizer, prompts, pad_id=grammars[0].pad_id, head=head)
-    tables = stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
-    return grammars, runner, tables
+    with decoding_mode(model):
+        grammars = check_grammars(grammars, len(prompts))
+        if not prompts:
+            yield grammars, None, None
+            return
+        runner = PlannerRunner(model, tokenizer, prompts, pad_id=grammars[0].pad_id, head=head)
+        yield grammars, runner, stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
 
 
 def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar], k: int = 1,
@@ -103,11 +108,9 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: 
         raise ValueError(f"k={k}: expected at least one sample per prompt")
     if not temperature > 0:
         raise ValueError(f"temperature={temperature}: expected a positive number (use greedy_plans for argmax)")
-    with decoding_mode(model):
-        setup = _setup(model, tokenizer, prompts, grammars, head)
-        if setup is None:
+    with _decoding(model, tokenizer, prompts, grammars, head) as (grammars, runner, tables):
+        if runner is None:
             return []
-        grammars, runner, tables = setup
         if generator is None:
             generator = torch.Generator(device=runner.device)
             generator.manual_seed(0 if seed is None else seed)
@@ -164,11 +167,9 @@ def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], gramm
     num_return = num_beams if num_return is None else num_return
     if not 1 <= num_return:
         raise ValueError(f"num_return={num_return}: expected at least 1")
-    with decoding_mode(model):
-        setup = _setup(model, tokenizer, prompts, grammars, head)
-        if setup is None:
+    with _decoding(model, tokenizer, prompts, grammars, head) as (grammars, runner, tables):
+        if runner is None:
             return []
-        grammars, runner, tables = setup
         group_of: list[tuple[int, int, int]] = []  # the (prompt, root rank, start state) of each branch group
 
         def spawn(finished: list[tuple[int, Hyps]]) -> list[BeamGroup]:

@@ -1,6 +1,8 @@
 """Environments. Importing this package registers ``OpenAGI-Lite-v0`` with Gymnasium.
 
-Build an env from its config (what a run config's ``env:`` section holds) with :func:`make`,
+Build an env from its config (what a run config's ``env:`` section holds) with :func:`make` or
+``gym.make("OpenAGI-Lite-v0", config=...)`` (the same env; without ``config`` ``gym.make`` passes
+its keyword arguments to ``OpenAGIEnv``),
 the train + held-out pair a training run needs with :func:`make_train_and_held_out`, and say
 what they would load with :func:`describe` (``envs/openagi/factory.py``).
 """
@@ -8,8 +10,7 @@ what they would load with :func:`describe` (``envs/openagi/factory.py``).
 from gymnasium.envs.registration import register, registry
 
 if "OpenAGI-Lite-v0" not in registry:
-    register(id="OpenAGI-Lite-v0", entry_point="envs.openagi.env:OpenAGIEnv",
-             kwargs={"suite": "lite", "backend": "lite"})
+    register(id="OpenAGI-Lite-v0", entry_point="envs.openagi.factory:gym_entry_point")
 if "TravelPlanner-Sandbox-v0" not in registry:
     register(id="TravelPlanner-Sandbox-v0", entry_point="envs.travel.env:TravelPlannerEnv")
 

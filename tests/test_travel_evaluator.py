@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from envs.travel.baselines import PERTURBATIONS, greedy_plan, perturb, random_plan
-from envs.travel.evaluator import COMMONSENSE, TravelEvaluator, _valid_city_sequence, summarize
+from envs.travel.commonsense import _valid_city_sequence
+from envs.travel.evaluator import COMMONSENSE, TravelEvaluator, summarize
 from envs.travel.plans import PlanParseError, parse_plan
 from envs.travel.queries import default_queries
 from envs.travel.reference_eval import ReferenceEvaluator

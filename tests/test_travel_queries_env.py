@@ -65,9 +65,9 @@ def _brute_force_cost(q: TravelQuery) -> float | None:
     ctx_solver = TravelSolver(IX)
     for cities in ctx_solver.route_cities(q):
         for pat in transition_patterns(q.days, len(cities)):
-            from envs.travel.solver import _QueryContext
+            from envs.travel.route_costs import RouteCosts
 
-            ctx = _QueryContext(IX, q)
+            ctx = RouteCosts(IX, q)
             stops = [q.org, *cities, q.org]
             tr = ctx.transport(stops, pat)
             if tr is None:

@@ -131,6 +131,27 @@ def make_env(config: OpenAGIEnvConfig | Mapping[str, Any] | None = None, split: 
     return _Parts(config, device, build_guard).env(split)
 
 
+def gym_entry_point(config: OpenAGIEnvConfig | Mapping[str, Any] | None = None, split: str = "train", *,
+                    device: str | None = None, build_guard=None, render_mode: str | None = None,
+                    **env_kwargs) -> OpenAGIEnv:
+    """``gym.make("OpenAGI-Lite-v0", ...)``: with ``config`` the env :func:`make_env` builds from
+    it; without, ``OpenAGIEnv(split=split, **env_kwargs)`` on the lite suite and backend unless
+    the keywords say otherwise."""
+    if config is None:
+        if device is not None or build_guard is not None:
+            raise TypeError("device= and build_guard= need a config=: they are make_env arguments")
+        return OpenAGIEnv(split=split, render_mode=render_mode, **{"suite": "lite", "backend": "lite", **env_kwargs})
+    if env_kwargs:
+        raise TypeError(f"gym.make with config= takes no OpenAGIEnv keywords ({', '.join(sorted(env_kwargs))}): "
+                        "set them in the config")
+    env = make_env(config, split, device=device, build_guard=build_guard)
+    env.render_mode = render_mode
+    return env
+
+
+gym_entry_point.metadata = OpenAGIEnv.metadata  # gym.make reads the render modes off the entry point
+
+
 def make_envs(config: OpenAGIEnvConfig | Mapping[str, Any] | None = None, *, device: str | None = None,
               build_guard=None) -> tuple[OpenAGIEnv, OpenAGIEnv]:
     """``(train env, held-out env)`` sharing one registry and task set (see the module docstring)."""

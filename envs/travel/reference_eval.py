@@ -50,20 +50,62 @@ class ReferenceEvaluator:
         km = float(str(dist).replace("km", "").replace(",", ""))
         return int(km * 0.05) if "driving" in mode else int(km)
 
-    # ------------------------------------------------------------------------- commonsense
-    def route(self, q, plan):
-        cl = []
-        for i in range(min(q["days"], len(plan))):
-            cv = plan[i]["current_city"]
+    # the official code's row reading: the query's days, a field that is given, the meals and the
+    # attraction list of a day (``split(';')[:-1]``), whether a list repeats an item
+    @staticmethod
+    def _days(q, plan):
+        return plan[: min(q["days"], len(plan))]
+
+    @staticmethod
+    def _given(v) -> bool:
+        return bool(v) and v != "-"
+
+    def _meals(self, u) -> list:
+        return [u.get(m) for m in ("breakfast", "lunch", "dinner") if self._given(u.get(m))]
+
+    def _attractions(self, u) -> list:
+        v = u.get("attraction")
+        return v.split(";")[:-1] if self._given(v) else []
+
+    def _cities(self, q, plan):
+        """The days' cities in order ('from A to B': A, B); None when day 1 does not leave from the origin."""
+        cities = []
+        for i, u in enumerate(self._days(q, plan)):
+            cv = u["current_city"]
             if "from" in cv:
                 a, b = from_to(cv)
                 a, b = before_paren(a), before_paren(b)
                 if i == 0 and a != q["org"]:
-                    return False
-                cl += [a, b]
+                    return None
+                cities += [a, b]
             else:
-                cl.append(before_paren(cv))
-        if cl[0] != cl[-1]:
+                cities.append(before_paren(cv))
+        return cities
+
+    def _transport(self, u):
+        """(text, origin, destination) of a day's transportation, the ends from current_city when
+        the text has none; None when the day has none."""
+        t = u["transportation"]
+        if not self._given(t):
+            return None
+        o, d = from_to(t)
+        if o is None or d is None:
+            o, d = from_to(u["current_city"])
+        return t, o, d
+
+    @staticmethod
+    def _distinct(items) -> bool:
+        seen = []
+        for x in items:
+            if x in seen:
+                return False
+            seen.append(x)
+        return True
+
+    # ------------------------------------------------------------------------- commonsense
+    def route(self, q, plan):
+        cl = self._cities(q, plan)
+        if cl is None or cl[0] != cl[-1]:
             return False
         if len(cl) < 3:
             return False
@@ -88,33 +130,17 @@ class ReferenceEvaluator:
         return True
 
     def restaurants_diverse(self, q, plan):
-        seen = []
-        for i in range(min(q["days"], len(plan))):
-            for meal in ("breakfast", "lunch", "dinner"):
-                v = plan[i].get(meal)
-                if v and v != "-":
-                    if v in seen:
-                        return False
-                    seen.append(v)
-        return True
+        return self._distinct(v for u in self._days(q, plan) for v in self._meals(u))
 
     def attractions_diverse(self, q, plan):
-        seen = []
-        for i in range(min(q["days"], len(plan))):
-            v = plan[i].get("attraction")
-            if v and v != "-":
-                for a in v.split(";")[:-1]:
-                    if a in seen:
-                        return False
-                    seen.append(a)
-        return True
+        return self._distinct(a for u in self._days(q, plan) for a in self._attractions(u))
 
     def min_nights(self, q, plan):
         vals = []
-        for i in range(min(q["days"], len(plan))):
-            if "accommodation" not in plan[i]:
+        for u in self._days(q, plan):
+            if "accommodation" not in u:
                 return False
-            vals.append(plan[i]["accommodation"])
+            vals.append(u["accommodation"])
         runs = []
         for v in vals:
             if runs and runs[-1][0] == v:
@@ -130,52 +156,35 @@ class ReferenceEvaluator:
 
     def transport_conflict(self, q, plan):
         t0 = plan[0]["transportation"]
-        if not t0 or t0 == "-":
+        if not self._given(t0):
             return False
-        modes = [transport_mode(t0)]
-        for i in range(min(q["days"], len(plan))):
-            t = plan[i].get("transportation")
-            if t and t != "-":
-                modes.append(transport_mode(t))
+        ts = [u.get("transportation") for u in self._days(q, plan)]
+        modes = [transport_mode(t0)] + [transport_mode(t) for t in ts if self._given(t)]
         return not (("Self-driving" in modes and "Flight" in modes) or ("Taxi" in modes and "Self-driving" in modes))
 
     def current_city(self, q, plan):
-        for i in range(min(q["days"], len(plan))):
-            u = plan[i]
+        for u in self._days(q, plan):
             cv = u["current_city"]
             if "from" in cv:
                 a, b = from_to(cv)
                 cities = [before_paren(a), before_paren(b)]
             else:
-                cities = before_paren(cv)
+                cities = before_paren(cv)  # a string: the checks below go letter by letter (official)
             t = u.get("transportation")
-            if t and t != "-":
-                for c in cities:
-                    if c not in t:
-                        return False
-            for meal in ("breakfast", "lunch", "dinner"):
-                v = u.get(meal)
-                if v and v != "-" and not any(c in v for c in cities):
-                    return False
-            v = u.get("attraction")
-            if v and v != "-":
-                for a in v.split(";")[:-1]:
-                    if not any(c in a for c in cities):
-                        return False
+            if self._given(t) and any(c not in t for c in cities):
+                return False
+            if any(not any(c in v for c in cities) for v in self._meals(u) + self._attractions(u)):
+                return False
             v = u.get("accommodation")
-            if v and v != "-" and cities[-1] not in v:
+            if self._given(v) and cities[-1] not in v:
                 return False
         return True
 
     def sandbox(self, q, plan):
         f = self.flights
-        for i in range(min(q["days"], len(plan))):
-            u = plan[i]
-            t = u["transportation"]
-            if t and t != "-":
-                o, d = from_to(t)
-                if o is None or d is None:
-                    o, d = from_to(u["current_city"])
+        for u in self._days(q, plan):
+            if (leg := self._transport(u)) is not None:
+                t, o, d = leg
                 if "flight number" in t.lower():
                     o, d = before_paren(o), before_paren(d)
                     no = t.split("Flight Number: ")[1].split(",")[0]
@@ -187,42 +196,29 @@ class ReferenceEvaluator:
                     mode = "self-driving" if "self-driving" in t.lower() else "taxi"
                     if self._road_cost(o, d, mode) is None:
                         return False
-            for meal in ("breakfast", "lunch", "dinner"):
-                v = u.get(meal)
-                if v and v != "-" and len(self._restaurant(v)) < 1:
-                    return False
-            v = u.get("attraction")
-            if v and v != "-":
-                for a in v.split(";")[:-1]:
-                    if len(self._attraction(a)) < 1:
-                        return False
+            if any(len(self._restaurant(v)) < 1 for v in self._meals(u)):
+                return False
+            if any(len(self._attraction(a)) < 1 for a in self._attractions(u)):
+                return False
             v = u.get("accommodation")
-            if v and v != "-" and len(self._hotel(v)) < 1:
+            if self._given(v) and len(self._hotel(v)) < 1:
                 return False
         return True
 
     def complete(self, q, plan):
-        n = min(q["days"], len(plan))
-        lens = sum(1 for i in range(n) if plan[i] != {} and plan[i]["current_city"] != "You don't need to fill in the information for this or later days.")
+        days = self._days(q, plan)
+        lens = sum(1 for u in days if u != {} and u["current_city"] != "You don't need to fill in the information for this or later days.")
         if lens != q["days"]:
             return False
-        cs = set()
-        for i in range(n):
-            cv = plan[i]["current_city"]
-            if "from" in cv:
-                a, b = from_to(cv)
-                a, b = before_paren(a), before_paren(b)
-                if i == 0 and a != q["org"]:
-                    return False
-                cs |= {a, b}
-            else:
-                cs.add(before_paren(cv))
+        cities = self._cities(q, plan)
+        if cities is None:
+            return False
+        cs = set(cities)
         cs.discard(q["org"])
         if len(cs) != q["visiting_city_number"]:
             return False
         total = 0
-        for i in range(n):
-            u = plan[i]
+        for i, u in enumerate(days):
             for key in ("transportation", "breakfast", "lunch", "dinner", "attraction", "accommodation"):
                 if key not in u:
                     return False
@@ -235,7 +231,7 @@ class ReferenceEvaluator:
                 return False
             if (u["breakfast"] in ("", "-") or u["lunch"] in ("", "-") or u["dinner"] in ("", "-")) and "from " not in cv:
                 return False
-            total += sum(1 for k in u if u[k] and u[k] != "-")
+            total += sum(1 for k in u if self._given(u[k]))
         return total / (6 * q["days"]) >= 0.5
 
     # ------------------------------------------------------------------------------- hard
@@ -243,35 +239,34 @@ class ReferenceEvaluator:
         total = 0.0
         p = q["people_number"]
         f = self.flights
-        for i in range(min(q["days"], len(plan))):
-            u = plan[i]
-            t = u["transportation"]
-            if t and t != "-":
-                o, d = from_to(t)
-                if o is None or d is None:
-                    o, d = from_to(u["current_city"])
+        for u in self._days(q, plan):
+            if (leg := self._transport(u)) is not None:
+                t, o, d = leg
                 if o is not None and d is not None:
                     if "flight number" in t.lower():
                         res = f[f["Flight Number"] == t.split("Flight Number: ")[1].split(",")[0]]
                         if len(res) > 0:
                             total += res["Price"].values[0] * p
-                    elif "self-driving" in t.lower() or "taxi" in t.lower():
-                        if "self-driving" in t.lower():
-                            total += self._road_cost(o, d, "self-driving") * math.ceil(p / 5)
-                        else:
-                            total += self._road_cost(o, d, "taxi") * math.ceil(p / 4)
-            for meal in ("breakfast", "lunch", "dinner"):
-                v = u[meal]
-                if v and v != "-":
-                    res = self._restaurant(v)
-                    if len(res) > 0:
-                        total += res["Average Cost"].values[0] * p
-            v = u["accommodation"]
-            if v and v != "-":
-                res = self._hotel(v)
+                    elif "self-driving" in t.lower():
+                        total += self._road_cost(o, d, "self-driving") * math.ceil(p / 5)
+                    elif "taxi" in t.lower():
+                        total += self._road_cost(o, d, "taxi") * math.ceil(p / 4)
+            for v in self._meals(u):
+                res = self._restaurant(v)
                 if len(res) > 0:
-                    total += res["price"].values[0] * math.ceil(p / res["maximum occupancy"].values[0])
+                    total += res["Average Cost"].values[0] * p
+            res = self._hotel(u["accommodation"]) if self._given(u["accommodation"]) else []
+            if len(res) > 0:
+                total += res["price"].values[0] * math.ceil(p / res["maximum occupancy"].values[0])
         return float(total)
+
+    def _hotels(self, q, plan):
+        """The first matching row of each day's accommodation that has one."""
+        for u in self._days(q, plan):
+            v = u["accommodation"]
+            res = self._hotel(v) if self._given(v) else []
+            if len(res) > 0:
+                yield res.iloc[0]
 
     def room_rule(self, q, plan):
         rule = q["local_constraint"]["house rule"]
@@ -279,60 +274,42 @@ class ReferenceEvaluator:
             return None
         banned = {"smoking": "No smoking", "parities": "No parties", "children under 10": "No children under 10",
                   "visitors": "No visitors", "pets": "No pets"}.get(rule)
-        for i in range(min(q["days"], len(plan))):
-            v = plan[i]["accommodation"]
-            if v and v != "-":
-                res = self._hotel(v)
-                if len(res) > 0 and banned and banned in str(res["house_rules"].values[0]):
-                    return False
-        return True
+        return not any(banned and banned in str(h["house_rules"]) for h in self._hotels(q, plan))
 
     def cuisine(self, q, plan):
         wanted = q["local_constraint"]["cuisine"]
         if not wanted:
             return None
         found = set()
-        for i in range(min(q["days"], len(plan))):
-            u = plan[i]
+        for u in self._days(q, plan):
             for meal in ("breakfast", "lunch", "dinner"):
                 v = u[meal]
-                if v and v != "-":
+                if self._given(v):
                     name, city = name_city(v)
                     if city == q["org"]:
                         break
                     res = self._restaurant(v)
                     if len(res) > 0:
-                        for c in wanted:
-                            if c in res.iloc[0]["Cuisines"]:
-                                found.add(c)
+                        found.update(c for c in wanted if c in res.iloc[0]["Cuisines"])
         return len(found) == len(wanted)
 
     def transport_rule(self, q, plan):
         rule = q["local_constraint"]["transportation"]
         if rule is None:
             return None
-        for i in range(min(q["days"], len(plan))):
-            t = plan[i]["transportation"]
-            if t and t != "-":
-                if rule == "no flight" and "Flight" in t:
-                    return False
-                if rule == "no self-driving" and "Self-driving" in t:
-                    return False
-        return True
+        banned = {"no flight": "Flight", "no self-driving": "Self-driving"}.get(rule)
+        ts = [u["transportation"] for u in self._days(q, plan)]
+        return not any(banned and self._given(t) and banned in t for t in ts)
 
     def room_type(self, q, plan):
         want = q["local_constraint"]["room type"]
         if want is None:
             return None
-        for i in range(min(q["days"], len(plan))):
-            v = plan[i]["accommodation"]
-            if v and v != "-":
-                res = self._hotel(v)
-                if len(res) > 0:
-                    t = res["room type"].values[0]
-                    if (want == "not shared room" and t == "Shared room") or (want == "shared room" and t != "Shared room") \
-                            or (want == "private room" and t != "Private room") or (want == "entire room" and t != "Entire home/apt"):
-                        return False
+        for h in self._hotels(q, plan):
+            t = h["room type"]
+            if (want == "not shared room" and t == "Shared room") or (want == "shared room" and t != "Shared room") \
+                    or (want == "private room" and t != "Private room") or (want == "entire room" and t != "Entire home/apt"):
+                return False
         return True
 
     # ---------------------------------------------------------------------------- entry

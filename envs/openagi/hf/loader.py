@@ -230,14 +230,30 @@ def load_model(spec: ExpertModel, dtype: torch.dtype, *, local_files_only: bool 
     return Loaded(model=model, processor=processor, nbytes=module_nbytes(model), dtype=dtype)
 
 
+# kind -> (model class, processor class or None) of transformers, for the kinds loaded as they are
+_AUTO_CLASSES = {
+    IMAGE_CLASSIFICATION: ("AutoModelForImageClassification", "AutoImageProcessor"),
+    IMAGE_TO_IMAGE: ("AutoModelForImageToImage", None),
+    TEXT_CLASSIFICATION: ("AutoModelForSequenceClassification", "AutoTokenizer"),
+    QUESTION_ANSWERING: ("AutoModelForQuestionAnswering", "AutoTokenizer"),
+    SEQ2SEQ: ("AutoModelForSeq2SeqLM", "AutoTokenizer"),
+    VISUAL_QA: ("AutoModelForVisualQuestionAnswering", "AutoProcessor"),
+    FILL_MASK: ("AutoModelForMaskedLM", "AutoTokenizer"),
+    TEXT_ENCODER: ("AutoModel", "AutoTokenizer"),
+    CLIP: ("AutoModel", "AutoProcessor"),
+}
+
+
 def _load_transformers(spec: ExpertModel, dtype: torch.dtype, local_files_only: bool) -> tuple[Any, Any]:
     import transformers as tf
 
     mid, kw = spec.model_id, {"local_files_only": local_files_only}
     mkw = {**kw, "dtype": dtype}
     kind = spec.kind
-    if kind == IMAGE_CLASSIFICATION:
-        return tf.AutoModelForImageClassification.from_pretrained(mid, **mkw), tf.AutoImageProcessor.from_pretrained(mid, **kw)
+    if kind in _AUTO_CLASSES:
+        model_cls, processor_cls = _AUTO_CLASSES[kind]
+        model = getattr(tf, model_cls).from_pretrained(mid, **mkw)
+        return model, getattr(tf, processor_cls).from_pretrained(mid, **kw) if processor_cls else None
     if kind == OBJECT_DETECTION:
         try:
             model = tf.AutoModelForObjectDetection.from_pretrained(mid, **mkw)
@@ -247,17 +263,9 @@ def _load_transformers(spec: ExpertModel, dtype: torch.dtype, local_files_only: 
                 "backbone: `pip install timm`, or choose a detector with a transformers backbone"
             ) from e
         return model, tf.AutoImageProcessor.from_pretrained(mid, **kw)
-    if kind == IMAGE_TO_IMAGE:
-        return tf.AutoModelForImageToImage.from_pretrained(mid, **mkw), None
     if kind == IMAGE_TO_TEXT:
         model = tf.AutoModelForImageTextToText.from_pretrained(mid, **mkw)
         return model, (tf.AutoImageProcessor.from_pretrained(mid, **kw), tf.AutoTokenizer.from_pretrained(mid, **kw))
-    if kind == TEXT_CLASSIFICATION:
-        return tf.AutoModelForSequenceClassification.from_pretrained(mid, **mkw), tf.AutoTokenizer.from_pretrained(mid, **kw)
-    if kind == QUESTION_ANSWERING:
-        return tf.AutoModelForQuestionAnswering.from_pretrained(mid, **mkw), tf.AutoTokenizer.from_pretrained(mid, **kw)
-    if kind == SEQ2SEQ:
-        return tf.AutoModelForSeq2SeqLM.from_pretrained(mid, **mkw), tf.AutoTokenizer.from_pretrained(mid, **kw)
     if kind == CAUSAL_LM:
         tok = tf.AutoTokenizer.from_pretrained(mid, **kw)
         tok.padding_side = "left"  # batched generation continues each prompt from its last token
@@ -265,18 +273,10 @@ def _load_transformers(spec: ExpertModel, dtype: torch.dtype, local_files_only: 
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         return tf.AutoModelForCausalLM.from_pretrained(mid, **mkw), tok
-    if kind == VISUAL_QA:
-        return tf.AutoModelForVisualQuestionAnswering.from_pretrained(mid, **mkw), tf.AutoProcessor.from_pretrained(mid, **kw)
-    if kind == FILL_MASK:
-        return tf.AutoModelForMaskedLM.from_pretrained(mid, **mkw), tf.AutoTokenizer.from_pretrained(mid, **kw)
-    if kind == TEXT_ENCODER:
-        return tf.AutoModel.from_pretrained(mid, **mkw), tf.AutoTokenizer.from_pretrained(mid, **kw)
     if kind == IMAGE_ENCODER:
         config = tf.AutoConfig.from_pretrained(mid, **kw)
         extra = {"add_pooling_layer": False} if config.model_type in ("vit", "deit") else {}
         return tf.AutoModel.from_pretrained(mid, **mkw, **extra), tf.AutoImageProcessor.from_pretrained(mid, **kw)
-    if kind == CLIP:
-        return tf.AutoModel.from_pretrained(mid, **mkw), tf.AutoProcessor.from_pretrained(mid, **kw)
     raise ModelLoadError(f"{spec.name!r}: loader kind {kind!r} is not a transformers kind")
 
 

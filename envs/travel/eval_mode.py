@@ -1,0 +1,55 @@
+"""The evaluator's two modes where they read a plan differently (``official_quirks``; the full
+list of the official code's slips is in ``evaluator.py``'s docstring): how a 'Name, City' string
+finds its sandbox row, how an attraction list splits, what a day's cities are and whether an
+entity is in them. The commonsense and hard rules (``commonsense.py``, ``hard_rules.py``) build on
+:class:`EvalMode`; the few quirks that live inside one rule are marked there.
+"""
+
+from __future__ import annotations
+
+from envs.travel.index import SandboxIndex
+from envs.travel.text import before_paren, from_to, name_city
+
+
+class EvalMode:
+    """One sandbox index and the mode: ``official_quirks=True`` reproduces the official code's
+    verdicts, ``False`` applies the rules as intended."""
+
+    def __init__(self, index: SandboxIndex, official_quirks: bool = False):
+        self.index = index
+        self.quirks = official_quirks
+
+    def _lookup(self, table, text: str):
+        """(entity, number of matching rows) for a 'Name, City' string: quirk mode, the first row
+        of the city whose name contains the plan's name; else the exact name."""
+        name, city = name_city(text)
+        if self.quirks:
+            return table.find(name, city)
+        e = table.get(name, city)
+        return e, int(e is not None)
+
+    def _attraction_items(self, value: str) -> list[str]:
+        """Quirk mode: ``split(';')[:-1]``, unstripped; else the non-empty ';'-separated items."""
+        if self.quirks:
+            return value.split(";")[:-1]
+        return [p.strip() for p in value.split(";") if p.strip()]
+
+    def _day_cities(self, cv: str, i: int) -> tuple[list[str] | str | None, str | None]:
+        """The day's cities ([A, B] for 'from A to B'); quirk mode: a plain city stays a string
+        (so a rule iterating it goes letter by letter)."""
+        if "from" in cv:
+            a, b = from_to(cv)
+            if a is None or b is None:
+                return None, f"day {i + 1} current_city {cv!r} has 'from' but is not 'from A to B'"
+            return [before_paren(a), before_paren(b)], None
+        city = before_paren(cv)
+        if not city:
+            return None, f"day {i + 1} has no current_city"
+        return (city if self.quirks else [city]), None
+
+    def _in_cities(self, text: str, cities) -> bool:
+        """Quirk mode: any of the cities (or letters) occurs in the text; else the entity's own city
+        is one of them."""
+        if self.quirks:
+            return any(c in text for c in cities)
+        return name_city(text)[1] in cities
