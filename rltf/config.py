@@ -53,7 +53,8 @@ from rltf.schema import (
 __all__ = [  # the schema's names (rltf/schema.py) are re-exported: `from rltf.config import RunConfig`
     "CONFIG_DIR", "DEFAULT_CONFIG", "EVAL_SCHEMAS", "EVAL_SPLITS", "REPO_ROOT", "ConfigError", "EmbeddedSettings",
     "EvalSettings", "LoggingSettings", "LoraSettings", "PlannerSettings", "RltfSettings", "RunConfig", "SftSettings",
-    "config_to_yaml", "load_config", "resolve_config_path", "save_config", "validate_config",
+    "check_resume_config", "config_differences", "config_to_yaml", "load_config", "resolve_config_path", "save_config",
+    "validate_config",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -271,3 +272,43 @@ def save_config(cfg: RunConfig, path: str | os.PathLike) -> Path:
     """Write ``cfg`` as YAML to ``path`` (atomically); ``load_config([f"config={path}"])`` reads it back."""
     text = "# resolved rltf run configuration (load with config=<this file>)\n" + config_to_yaml(cfg)
     return write_atomic(path, text)
+
+
+# ------------------------------------------------------------------------------ resuming
+# keys a resumed run may change: they do not change what is trained, only what is logged and
+# evaluated and where outputs go (a prefix ending in "." covers its section)
+RESUME_SAFE_KEYS = ("logging.", "eval.", "resume", "overwrite", "dry_run", "output_dir", "run_name",
+                    "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "planner.embedded.dir",
+                    "env.data_dir", "env.cache_mib")
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix.rstrip("."): tree}
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+    return out
+
+
+def config_differences(saved: dict | str, cfg: RunConfig) -> list[str]:
+    """The training-relevant keys whose values differ between ``saved`` (a resolved config as a
+    dict or YAML text) and ``cfg``, as ``key: old -> new`` lines; :data:`RESUME_SAFE_KEYS` are
+    ignored, and ``rltf.steps`` too under a constant learning rate (a run may be extended)."""
+    old = _flatten(yaml.safe_load(saved) if isinstance(saved, str) else saved)
+    new = _flatten(yaml.safe_load(config_to_yaml(cfg)))
+    safe = RESUME_SAFE_KEYS + (("rltf.steps",) if cfg.rltf.lr_schedule == "constant" == old.get("rltf.lr_schedule")
+                               else ())
+    absent = "(absent)"
+    return [f"{k}: {old.get(k, absent)!r} -> {new.get(k, absent)!r}" for k in sorted(set(old) | set(new))
+            if not any(k == p or (p.endswith(".") and k.startswith(p)) for p in safe)
+            and old.get(k, absent) != new.get(k, absent)]
+
+
+def check_resume_config(saved: dict | str, cfg: RunConfig, source: str) -> None:
+    """Refuse to resume a run with a config that changes what is trained (see :func:`config_differences`)."""
+    diffs = config_differences(saved, cfg)
+    if diffs:
+        raise ConfigError(f"resume=true, but the config differs from the one the run was started with ({source}) "
+                          f"in {len(diffs)} training key(s): {'; '.join(diffs)}. Resume with the run's values, or "
+                          "start a new run (another run_name=..., or overwrite=true)")

@@ -38,7 +38,7 @@ from envs.openagi.split import load_split
 from envs.openagi.tasks import Task
 from rltf import evaluate as ev
 from rltf.checkpoint import prepare_run_folder
-from rltf.config import RunConfig, config_to_yaml, save_config
+from rltf.config import RunConfig, check_resume_config, config_to_yaml, save_config
 from rltf.distributed import Sharding, shard_planner, sharding_for
 from rltf.planner import Planner
 from rltf.planner_loading import load_planner, merges_sft_adapter, rltf_start_planner
@@ -82,6 +82,8 @@ def start(cfg: RunConfig, *, write_config: bool = True) -> Run:
     set_seed(cfg.seed)
     if write_config and acc.is_main_process:
         prepare_run_folder(run.run_dir, resume=cfg.resume, overwrite=cfg.overwrite)
+        if cfg.resume and (run.run_dir / "config.yaml").is_file():  # before it is overwritten
+            check_resume_config((run.run_dir / "config.yaml").read_text(), cfg, str(run.run_dir / "config.yaml"))
         run.run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run.run_dir / "config.yaml")
     run.log(f"run {cfg.run_name} -> {run.run_dir}  ({acc.num_processes} process(es), device {acc.device})")

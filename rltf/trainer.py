@@ -36,8 +36,8 @@ from constrained_decoding.decode import sample_plans
 from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.env import OpenAGIEnv
 from rltf.baselines import Baseline, normalize
-from rltf.checkpoint import ENGINE_DIR, MODEL_DIR, latest_checkpoint, load_state, save_checkpoint
-from rltf.config import RunConfig
+from rltf.checkpoint import ENGINE_DIR, MODEL_DIR, STATE_FILE, latest_checkpoint, load_state, save_checkpoint
+from rltf.config import RunConfig, check_resume_config, config_to_yaml
 from rltf.distributed import Sharding
 from rltf.optim import make_optimizer
 from rltf.planner import Planner
@@ -234,7 +234,7 @@ class RLTFTrainer:
         """Everything but the model (collective under FSDP: call on every process)."""
         return {"optimizer": self.sharding.optimizer_state_dict(self.model, self.optimizer),
                 "scheduler": self.scheduler.state_dict(), "baseline": self.baseline.state_dict(),
-                "history": self.history, "sharding": self.sharding.kind}
+                "history": self.history, "sharding": self.sharding.kind, "config": config_to_yaml(self.cfg)}
 
     def save(self) -> None:
         weights = self.sharding.full_state_dict(self.model)  # gathered by every process when sharded
@@ -252,6 +252,8 @@ class RLTFTrainer:
         if ckpt is None:
             return False
         state = load_state(ckpt)
+        if "config" in state:  # (checkpoints written before configs were stored have none)
+            check_resume_config(state["config"], self.cfg, f"{ckpt / STATE_FILE}")
         saved = state.get("sharding", "replicated")
         if saved != self.sharding.kind:
             raise ValueError(f"{ckpt} was written by a {saved} run; this run is {self.sharding.kind}: its optimizer "
