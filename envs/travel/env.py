@@ -17,7 +17,8 @@ Defaults 0.5 / 0.25 / 0.25: a plan that passes everything scores 1, an undeliver
 For RL, :meth:`TravelPlannerEnv.score` scores many (query, plan) pairs in one call. Planners that
 look things up use :attr:`TravelPlannerEnv.tools` (flights, restaurants, accommodations,
 attractions, distances, cities); :meth:`TravelPlannerEnv.candidates` lists, per query, every entity
-string a plan may use (the interface for a per-query decoding grammar); :meth:`reference_plan` is
+string a plan may use, and :meth:`TravelPlannerEnv.grammar` is the query's plan grammar for
+constrained decoding built on them (``max_attractions`` per stay day); :meth:`reference_plan` is
 the exact solver's plan (for supervised warm start).
 
 ``database_dir=`` loads the real TravelPlanner database from the public repository's CSVs and
@@ -27,6 +28,7 @@ the exact solver's plan (for supervised warm start).
 from __future__ import annotations
 
 import string
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +105,7 @@ class TravelPlannerEnv(gym.Env):
         queries_split: str = "validation",
         queries: Sequence[TravelQuery] | None = None,
         render_mode: str | None = None,
+        max_attractions: int = 2,
     ):
         from envs.travel.split import SPLITS
 
@@ -139,6 +142,8 @@ class TravelPlannerEnv(gym.Env):
         self._last: TravelResult | None = None
         self._tools = None
         self._solver = None
+        self.max_attractions = int(max_attractions)
+        self._grammars: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # -------------------------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -216,6 +221,18 @@ class TravelPlannerEnv(gym.Env):
         from envs.travel.candidates import query_candidates
 
         return query_candidates(self.index, self.get_query(query))
+
+    def grammar(self, tokenizer, query: int | str | TravelQuery):
+        """The query's plan grammar for constrained decoding (:mod:`envs.travel.grammar`), built once
+        per (tokenizer, query) and cached: the decoder caches its tables by grammar identity."""
+        from envs.travel.grammar import build_travel_grammar
+
+        q = self.get_query(query)
+        per_tok = self._grammars.setdefault(tokenizer, {})
+        key = (q.id, self.max_attractions)
+        if key not in per_tok:
+            per_tok[key] = build_travel_grammar(tokenizer, self.candidates(q), self.max_attractions)
+        return per_tok[key]
 
     def reference_plan(self, query: int | str | TravelQuery) -> str | None:
         """The solver's minimum-cost plan passing every constraint (text), or None if none exists."""
