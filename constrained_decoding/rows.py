@@ -140,3 +140,28 @@ def build_row_languages(tokenizer, languages: Sequence[Sequence[RowText]], *, wh
     if len(language) != len(starts):  # two row languages with identical token sets: impossible
         raise GrammarError(f"two row types of {where} tokenise identically")  # pragma: no cover
     return RowLanguages(dfa, tuple(starts), eos, pad, meanings, tokens_of, language)
+
+
+class RowLanguageGrammar:
+    """The automaton half of the Grammar protocol for a grammar whose rows are one
+    :class:`RowLanguages` (``self.rows``, root language first): envs subclass it and add the
+    meaning half (``branch_starts``, ``assemble``, ``rows_for``, ``format``, ``enumerate``)."""
+
+    rows: RowLanguages
+
+    @property
+    def dfa(self) -> TokenDFA:
+        return self.rows.dfa
+
+    @property
+    def eos_id(self) -> int:
+        return self.rows.eos_id
+
+    @property
+    def pad_id(self) -> int:
+        return self.rows.pad_id
+
+    @property
+    def root(self) -> int:
+        return self.rows.starts[0]
+

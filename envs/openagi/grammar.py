@@ -26,9 +26,15 @@ import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from constrained_decoding.dfa import TokenDFA
 from constrained_decoding.protocol import Row
-from constrained_decoding.rows import GrammarError, RowLanguages, RowText, build_row_languages, encode_texts
+from constrained_decoding.rows import (
+    GrammarError,
+    RowLanguageGrammar,
+    RowLanguages,
+    RowText,
+    build_row_languages,
+    encode_texts,
+)
 from envs.openagi.plans import (
     SEP,
     LinearPlan,
@@ -95,7 +101,7 @@ def _chains(registry: ToolRegistry, start: str, end: str, max_len: int, banned: 
 
 
 @dataclass(eq=False)
-class PlanGrammar:
+class PlanGrammar(RowLanguageGrammar):
     """The plans of one task signature as decoder rows: a :class:`constrained_decoding.protocol.Grammar`.
 
     ``root`` is the start state of the first row (the linear plan, or the head of a nonlinear
@@ -111,22 +117,6 @@ class PlanGrammar:
     branch_start: tuple[tuple[int, ...], ...] = ()
 
     # ------------------------------------------------------------------ the Grammar protocol
-    @property
-    def dfa(self) -> TokenDFA:
-        return self.rows.dfa
-
-    @property
-    def eos_id(self) -> int:
-        return self.rows.eos_id
-
-    @property
-    def pad_id(self) -> int:
-        return self.rows.pad_id
-
-    @property
-    def root(self) -> int:
-        return self.rows.starts[0]
-
     @property
     def branching(self) -> bool:
         return not self.is_linear

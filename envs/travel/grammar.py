@@ -50,9 +50,14 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from constrained_decoding.dfa import TokenDFA
 from constrained_decoding.protocol import Row
-from constrained_decoding.rows import GrammarError, RowLanguages, RowText, build_row_languages
+from constrained_decoding.rows import (
+    GrammarError,
+    RowLanguageGrammar,
+    RowLanguages,
+    RowText,
+    build_row_languages,
+)
 from envs.travel.candidates import QueryCandidates
 from envs.travel.plans import Plan, PlanParseError, format_plan, make_day, parse_plan
 from envs.travel.text import as_text, attractions_text
@@ -135,7 +140,7 @@ SlotKey = tuple[int, str, str]  # (day, current_city, field)
 
 
 @dataclass(eq=False)
-class TravelPlanGrammar:
+class TravelPlanGrammar(RowLanguageGrammar):
     """The itineraries of one query as decoder rows: a :class:`constrained_decoding.protocol.Grammar`.
 
     ``routes[h]`` is head ``h``'s ``current_city`` per day; ``slots[h]`` the ``(day, field)`` of
@@ -156,22 +161,6 @@ class TravelPlanGrammar:
     _head_of: dict[tuple[str, ...], int] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ the Grammar protocol
-    @property
-    def dfa(self) -> TokenDFA:
-        return self.rows.dfa
-
-    @property
-    def eos_id(self) -> int:
-        return self.rows.eos_id
-
-    @property
-    def pad_id(self) -> int:
-        return self.rows.pad_id
-
-    @property
-    def root(self) -> int:
-        return self.rows.starts[0]
-
     branching = True
 
     def branch_starts(self, root_tokens: Sequence[int]) -> tuple[int, ...]:
