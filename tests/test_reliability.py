@@ -1,7 +1,6 @@
 """Issue 16, reliability: no silently wrong numbers, no lost checkpoints, no code run from a run
 folder. One test (or a few) per defect, in the issue's order; all offline and small."""
 
-import json
 import warnings
 from pathlib import Path
 

@@ -4,10 +4,7 @@ own reward, a tokenizer that never sees held-out tasks, prompt length applied, d
 """
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +14,8 @@ from accelerate import Accelerator
 from torch.overrides import TorchFunctionMode
 
 from constrained_decoding.decode import sample_plans
-from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts
 from constrained_decoding.logprobs import plan_logprobs
+from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts
 from envs.openagi.grammar import plan_grammars
 from rltf.baselines import Baseline
 from rltf.config import load_config
@@ -28,6 +25,7 @@ from rltf.sft import supervised_finetune
 from rltf.trainer import RLTFTrainer
 from tests.tiny_models import bpe_tokenizer, tiny_llama, tiny_t5, unigram_tokenizer
 from tests.toy_env import toy_env
+from tests.two_processes import torchrun2
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,11 +151,7 @@ def weights_for(trainer, shards: int, rank: int):
 
 @pytest.mark.slow
 def test_loss_weights_are_the_same_with_one_and_two_processes(tmp_path):
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
-           str(ROOT / "tests" / "weights_worker.py"), str(tmp_path)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    torchrun2("tests/weights_worker.py", tmp_path, timeout=300)
     two = [json.loads((tmp_path / f"weights{r}.json").read_text()) for r in (0, 1)]
     one = weights_for(RLTFTrainer(make_cfg(tmp_path / "one", *WEIGHT_OVERRIDES), t5_planner(), toy_env(),
                                   Accelerator(cpu=True)), 1, 0)

@@ -14,6 +14,7 @@ import pytest
 from accelerate import Accelerator
 
 from rltf.distributed import sharding_for
+from tests.two_processes import torchrun2
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,13 +25,7 @@ def _max_diff(a: dict, b: dict) -> float:
 
 
 def _run_worker(tmp_path, mode: str, lora: bool) -> tuple[dict, dict]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    if mode == "fsdp":
-        env["ACCELERATE_USE_CPU"] = "true"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
-           str(ROOT / "tests" / "sharded_worker.py"), str(tmp_path), mode] + (["--lora"] if lora else [])
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    torchrun2("tests/sharded_worker.py", tmp_path, mode, *(["--lora"] if lora else []), cpu=mode == "fsdp")
     return tuple(json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
 
 

@@ -1,0 +1,21 @@
+"""Run a script under ``torchrun --standalone --nproc_per_node 2`` (a free port, one thread each)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def torchrun2(script: str | Path, *args: str, cpu: bool = True, extra_env: dict | None = None,
+              timeout: int = 600) -> subprocess.CompletedProcess:
+    """Two processes of ``script`` (a path relative to the repository root); asserts they exit 0."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **(extra_env or {})}
+    if cpu:
+        env["ACCELERATE_USE_CPU"] = "true"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+           str(ROOT / script), *map(str, args)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
