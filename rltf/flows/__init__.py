@@ -1,0 +1,92 @@
+"""Flows: LLM "thought processes" as graphs of prompt nodes (AgentKit), on pluggable backends.
+
+A :class:`Flow` holds nodes (a prompt each), edges between them (``data``: pass the answer on;
+``order``: only go first), a shared :class:`Database` and a backend. :meth:`Flow.run` evaluates
+every node once in topological order (one *pass*): compose the messages -> query the backend ->
+after-query (parse, validate, write the database, edit the graph for this pass). A node whose
+answer does not parse raises :class:`NodeRetry` and is asked again, with its answer and the
+message, a bounded number of times. Every pass returns a :class:`PassResult` and writes a JSON
+trace (:func:`load_trace` reads it). The semantics in full: :mod:`rltf.flows.engine`.
+
+Example::
+
+    from rltf.flows import Flow, FlowConfig, NodeRetry, make_backend
+
+    flow = Flow(make_backend({"kind": "hf", "model": "path/to/model"}), config=FlowConfig(trace_dir="traces"))
+    flow.db["task"] = "3 days from Seattle to Boise"
+    flow.add_node("cities", "List the cities to visit for: $db.task$")
+    def parse_days(ctx, answer):
+        if not answer.strip().isdigit():
+            raise NodeRetry("Answer with a number only.")
+        return int(answer)
+    flow.add_node("days", "How many days in each city?", needs=["cities"], after_query=parse_days,
+                  output_key="plan.days")
+    flow.add_node("go", "Shall we book now?", needs=["days"], choices=["yes", "no"])
+    result = flow.run()          # result["days"].value, result.usage, result.trace_path
+
+Backends (:mod:`rltf.flows.backends`): ``hf`` (:class:`HFBackend`, a local transformers model),
+``openai`` (:class:`OpenAIBackend`, any OpenAI-compatible endpoint), ``planner``
+(:class:`PlannerBackend`, rltf's trainable planner with constrained decoding: a node's
+``choices`` or ``grammar`` makes its answer come from a :class:`ChoiceGrammar` / any
+:class:`constrained_decoding.protocol.Grammar`, with the exact log π_c and the decoded rows for
+:func:`rescore`), and :class:`ScriptedBackend` (canned answers, for tests).
+
+Layering: this package uses ``constrained_decoding`` and ``envs``; they never import it.
+"""
+
+from rltf.flows.backends import (
+    Backend,
+    BackendError,
+    Choices,
+    Completion,
+    GrammarArg,
+    Message,
+    Messages,
+    Sampling,
+    ScriptedBackend,
+    make_backend,
+    render_plain,
+)
+from rltf.flows.choice import ChoiceError, ChoiceGrammar, choice_grammar
+from rltf.flows.database import Database, PlaceholderError, placeholders, render_value
+from rltf.flows.engine import (
+    Backoff,
+    Edge,
+    EdgeKind,
+    Flow,
+    FlowConfig,
+    FlowError,
+    GraphCycleError,
+    GraphEditError,
+    GraphError,
+    Node,
+    NodeContext,
+    NodeFail,
+    NodeResult,
+    NodeRetry,
+    PassResult,
+    Usage,
+    default_compose,
+    find_cycle,
+)
+from rltf.flows.trace import AttemptTrace, NodeTrace, PassTrace, load_trace
+
+__all__ = [
+    "AttemptTrace", "Backend", "BackendError", "Backoff", "ChoiceError", "ChoiceGrammar", "Choices", "Completion",
+    "Database", "Edge", "EdgeKind", "Flow", "FlowConfig", "FlowError", "GrammarArg", "GraphCycleError",
+    "GraphEditError", "GraphError", "HFBackend", "Message", "Messages", "Node", "NodeContext", "NodeFail",
+    "NodeResult", "NodeRetry", "NodeTrace", "OpenAIBackend", "PassResult", "PassTrace", "PlaceholderError",
+    "PlannerBackend", "Sampling", "ScriptedBackend", "Usage", "choice_grammar", "default_compose", "find_cycle",
+    "load_trace", "make_backend", "placeholders", "render_plain", "render_value", "rescore",
+]
+
+_LAZY = {"HFBackend", "OpenAIBackend", "PlannerBackend", "rescore", "LocalModelBackend"}
+
+
+def __getattr__(name: str):
+    """Heavy backends (torch / transformers / openai) load on first use."""
+    if name in _LAZY:
+        from rltf.flows import backends
+
+        return getattr(backends, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

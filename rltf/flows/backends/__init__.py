@@ -1,0 +1,87 @@
+"""Flow backends: one interface (:class:`Backend`), three implementations, one factory.
+
+======================  =====================================================================
+``hf``                  :class:`HFBackend`: a local transformers model (id or directory)
+``openai``              :class:`OpenAIBackend`: any OpenAI-compatible chat endpoint
+``planner``             :class:`PlannerBackend`: rltf's trainable planner, constrained decoding
+(tests)                 :class:`ScriptedBackend`: canned answers
+======================  =====================================================================
+
+:func:`make_backend` builds one from a config mapping such as
+``{"kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "llama", "sampling": {"max_new_tokens": 64}}``.
+Heavy modules (torch, transformers, openai) load only when their backend is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from rltf.flows.backends.base import (
+    Backend,
+    BackendError,
+    Choices,
+    Completion,
+    GrammarArg,
+    Message,
+    Messages,
+    Sampling,
+    render_plain,
+)
+from rltf.flows.backends.scripted import ScriptedBackend
+
+if TYPE_CHECKING:
+    from rltf.flows.backends.hf import HFBackend
+    from rltf.flows.backends.local import LocalModelBackend
+    from rltf.flows.backends.openai_chat import OpenAIBackend
+    from rltf.flows.backends.planner import PlannerBackend, rescore
+
+__all__ = ["Backend", "BackendError", "Choices", "Completion", "GrammarArg", "HFBackend", "LocalModelBackend",
+           "Message", "Messages", "OpenAIBackend", "PlannerBackend", "Sampling", "ScriptedBackend", "make_backend",
+           "render_plain", "rescore"]
+
+_LAZY = {"HFBackend": "hf", "LocalModelBackend": "local", "OpenAIBackend": "openai_chat",
+         "PlannerBackend": "planner", "rescore": "planner"}
+KINDS = {"hf": "HFBackend", "openai": "OpenAIBackend", "planner": "PlannerBackend"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"rltf.flows.backends.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def make_backend(config: Mapping[str, Any], *, planner: Any = None) -> Backend:
+    """The backend a config mapping describes: ``kind`` (``hf`` | ``openai`` | ``planner``), the
+    backend's keyword arguments, and ``sampling`` as a mapping of :class:`Sampling` fields.
+
+    ``hf``: ``model`` (id or directory), ``device``, ``dtype``, ``arch``, ``seed``, ``chat_template``,
+    ``batch_size``. ``openai``: ``model``, ``base_url``, ``api_key_env``, ``timeout``,
+    ``max_concurrency``, ``logprobs``, ``seed``, ``extra_body``. ``planner``: the live planner is
+    passed as ``planner=`` (the one being trained), plus ``seed``, ``chat_template``, ``batch_size``.
+    An unknown key is an error that lists the known ones."""
+    cfg = dict(config)
+    kind = cfg.pop("kind", None)
+    if kind not in KINDS:
+        raise BackendError(f"backend kind {kind!r}: expected one of {sorted(KINDS)}")
+    cls = __getattr__(KINDS[kind])
+    if isinstance(cfg.get("sampling"), Mapping):
+        try:
+            cfg["sampling"] = Sampling(**cfg["sampling"])
+        except TypeError as e:
+            raise BackendError(f"backend sampling: {e} (fields: max_new_tokens, do_sample, temperature, top_p, "
+                               "top_k)") from None
+    params = inspect.signature(cls.__init__).parameters
+    known = sorted(p for p in params if p not in ("self", "planner"))
+    unknown = sorted(set(cfg) - set(known))
+    if unknown:
+        raise BackendError(f"unknown key(s) {unknown} for the {kind} backend; known: {known}")
+    if kind == "planner":
+        if planner is None:
+            raise BackendError("the planner backend needs the planner object: make_backend(config, planner=planner)")
+        return cls(planner, **cfg)
+    if planner is not None:
+        raise BackendError(f"planner= is only for the planner backend, not {kind}")
+    return cls(**cfg)

@@ -1,0 +1,147 @@
+"""The one interface every flow backend implements, and what it returns.
+
+A backend turns chat messages into text. ``generate`` takes a *batch* of message lists (so a
+local model can run them in one forward pass) and optionally a grammar per item; it returns one
+:class:`Completion` per item with the token usage the flow engine accounts per node.
+
+Grammars: an item's grammar is ``None`` (free generation), a
+:class:`constrained_decoding.protocol.Grammar` built for the backend's own tokenizer, or a
+:class:`Choices` (a list of option strings) that a backend with a tokenizer turns into a
+:class:`rltf.flows.choice.ChoiceGrammar` itself. A backend that cannot constrain its output
+(``supports_grammar = False``, e.g. a remote endpoint) refuses grammars; the engine then asks it
+for free text and validates a :class:`Choices` answer instead, retrying with the options listed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
+
+if TYPE_CHECKING:
+    from constrained_decoding.decode import DecodedPlan
+    from constrained_decoding.protocol import Grammar
+
+__all__ = ["Backend", "BackendError", "Choices", "Completion", "GrammarArg", "Message", "Messages", "Sampling",
+           "check_messages", "per_item", "render_plain"]
+
+Message = dict[str, str]
+"""One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
+Messages = list[Message]
+
+
+class BackendError(RuntimeError):
+    """A backend that cannot do what it was asked (bad configuration, unsupported grammar)."""
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The answer must be exactly one of ``options`` (a grammar in spirit, tokenizer-free)."""
+
+    options: tuple[str, ...]
+
+    def __init__(self, options: Sequence[str]):
+        opts = tuple(options)
+        if not opts or not all(isinstance(o, str) and o for o in opts):
+            raise ValueError(f"Choices needs a non-empty list of non-empty strings, got {options!r}")
+        if len(set(opts)) != len(opts):
+            dup = sorted({o for o in opts if opts.count(o) > 1})
+            raise ValueError(f"Choices has duplicate options {dup}")
+        object.__setattr__(self, "options", opts)
+
+
+GrammarArg = Union["Grammar", Choices, None]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to decode: greedy by default (``do_sample=False``); sampling at ``temperature`` with
+    optional ``top_k`` (0: off) / ``top_p`` (1: off) filtering. ``max_new_tokens`` bounds free
+    generation (a grammar bounds its own rows)."""
+
+    max_new_tokens: int = 256
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"Sampling.max_new_tokens={self.max_new_tokens}: expected at least 1")
+        if not self.temperature > 0:
+            raise ValueError(f"Sampling.temperature={self.temperature}: expected > 0 (do_sample=False is greedy)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"Sampling.top_p={self.top_p}: expected in (0, 1]")
+        if self.top_k < 0:
+            raise ValueError(f"Sampling.top_k={self.top_k}: expected >= 0")
+
+    def replace(self, **changes: Any) -> Sampling:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class Completion:
+    """One generated answer.
+
+    ``logprob``: log-probability of the answer's tokens under the distribution it was decoded
+    from (None when the backend cannot say). For constrained decoding it is exactly log π_c of
+    the action, and ``decoded`` (rows, start states, grammar), ``prompt`` (the description the
+    decoder was conditioned on) and ``temperature`` are what
+    :func:`constrained_decoding.logprobs.plan_logprobs` needs to re-score it with gradients
+    (see :func:`rltf.flows.backends.planner.rescore`)."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    logprob: float | None = None
+    decoded: DecodedPlan | None = None
+    prompt: str | None = None
+    temperature: float = 1.0
+    value: Any = None  # the grammar's action (for a ChoiceGrammar: the option string), when constrained
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """``generate(messages_batch, grammar=None, *, sampling=None) -> list[Completion]``.
+
+    ``grammar``: one :data:`GrammarArg` for every item, or a sequence of them (one per item).
+    ``sampling``: overrides the backend's default :class:`Sampling` for this call.
+    Exceptions raised here are what the engine retries with exponential backoff."""
+
+    supports_grammar: bool
+
+    def generate(self, messages_batch: Sequence[Sequence[Message]], grammar: GrammarArg | Sequence[GrammarArg] = None,
+                 *, sampling: Sampling | None = None) -> list[Completion]: ...
+
+
+def check_messages(messages_batch: Sequence[Sequence[Message]]) -> list[Messages]:
+    """The batch as lists of ``{"role", "content"}`` dicts of strings; a clear error otherwise."""
+    if isinstance(messages_batch, (str, dict)):
+        raise TypeError("generate takes a batch: a list of message lists, e.g. [[{'role': 'user', 'content': 'hi'}]]")
+    out = []
+    for i, messages in enumerate(messages_batch):
+        if isinstance(messages, (str, dict)) or not messages:
+            raise TypeError(f"item {i} of the batch is not a non-empty list of messages: {messages!r}")
+        for m in messages:
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+                raise TypeError(f"item {i}: expected messages {{'role': str, 'content': str}}, got {m!r}")
+        out.append([{"role": m["role"], "content": m["content"]} for m in messages])
+    return out
+
+
+def per_item(grammar: GrammarArg | Sequence[GrammarArg], n: int) -> list[GrammarArg]:
+    """One grammar argument per batch item."""
+    if grammar is None or isinstance(grammar, Choices) or not isinstance(grammar, (list, tuple)):
+        return [grammar] * n
+    if len(grammar) != n:
+        raise ValueError(f"got {n} message lists but {len(grammar)} grammars; expected one per item (or one for all)")
+    return list(grammar)
+
+
+def render_plain(messages: Sequence[Message], assistant_cue: bool = True) -> str:
+    """The plain transcript of messages, one ``role: content`` line each (then ``assistant:`` when
+    ``assistant_cue``, so a causal model continues as the assistant): what a model without a chat
+    template is conditioned on."""
+    text = "\n".join(f"{m['role']}: {m['content']}" for m in messages)
+    return text + "\nassistant:" if assistant_cue else text
