@@ -56,7 +56,7 @@ from rltf.flows.trace import AttemptTrace, NodeTrace, PassTrace, json_safe
 __all__ = [
     "Backoff", "ComposeFn", "AfterQueryFn", "Edge", "EdgeKind", "Flow", "FlowConfig", "FlowError", "GraphCycleError",
     "GraphEditError", "GraphError", "Node", "NodeContext", "NodeFail", "NodeResult", "NodeRetry", "PassResult",
-    "Usage", "default_compose", "find_cycle",
+    "Usage", "default_compose", "find_cycle", "find_path",
 ]
 
 EdgeKind = Literal["data", "order"]
@@ -191,7 +191,33 @@ def find_cycle(nodes: Iterable[str], edges: Iterable[Edge]) -> list[str] | None:
         path.append(n)
         n = pred[n][0]
     cycle = path[seen[n]:][::-1]
+    first = min(range(len(cycle)), key=lambda i: names.index(cycle[i]))  # start at the earliest-added node
+    cycle = cycle[first:] + cycle[:first]
     return cycle + [cycle[0]]
+
+
+def find_path(edges: Iterable[Edge], start: str, goal: str) -> list[str] | None:
+    """A path ``start -> ... -> goal`` along ``edges`` (``[start]`` if they are equal), or None:
+    adding ``goal -> start`` would close the cycle ``goal -> start -> ... -> goal``."""
+    if start == goal:
+        return [start]
+    succ: dict[str, list[str]] = {}
+    for e in edges:
+        succ.setdefault(e.src, []).append(e.dst)
+    prev: dict[str, str] = {start: start}
+    todo = [start]
+    while todo:
+        n = todo.pop()
+        for m in succ.get(n, ()):
+            if m not in prev:
+                prev[m] = n
+                if m == goal:
+                    path = [goal]
+                    while path[-1] != start:
+                        path.append(prev[path[-1]])
+                    return path[::-1]
+                todo.append(m)
+    return None
 
 
 # --------------------------------------------------------------------------- configuration
@@ -404,34 +430,15 @@ class _PassGraph:
         self._require_pending(edge.dst, what)
         if any(e.src == edge.src and e.dst == edge.dst for e in self.edges):
             raise GraphError(f"{what}: the edge already exists")
-        cycle = self._path(edge.dst, edge.src)
-        if cycle is not None:
-            raise GraphCycleError([edge.src, *cycle], f"{what} would close a cycle")
+        path = find_path(self.edges, edge.dst, edge.src)
+        if path is not None:
+            raise GraphCycleError([edge.src, *path], f"{what} would close a cycle")
         self.edges.append(edge)
         if self.unfinished(edge.src):
             self.indeg[edge.dst] += 1
             if edge.dst in self.frontier:
                 self.frontier.remove(edge.dst)
         self.edits.append({"op": "add_edge", "src": edge.src, "dst": edge.dst, "kind": edge.kind, "by": self.editor})
-
-    def _path(self, start: str, goal: str) -> list[str] | None:
-        """A path ``start -> ... -> goal`` along edges, or None."""
-        if start == goal:
-            return [start]
-        prev: dict[str, str] = {start: start}
-        todo = [start]
-        while todo:
-            n = todo.pop()
-            for e in self.out_edges(n):
-                if e.dst not in prev:
-                    prev[e.dst] = n
-                    if e.dst == goal:
-                        path = [goal]
-                        while path[-1] != start:
-                            path.append(prev[path[-1]])
-                        return path[::-1]
-                    todo.append(e.dst)
-        return None
 
     def remove_edge(self, src: str, dst: str) -> None:
         what = f"remove_edge({src!r} -> {dst!r})"
@@ -610,9 +617,9 @@ class Flow:
         if any(e.src == src and e.dst == dst for e in self.edges):
             raise GraphError(f"{what}: the edge already exists")
         edge = Edge(src, dst, kind)
-        cycle = find_cycle(self.nodes, [*self.edges, edge])
-        if cycle is not None:
-            raise GraphCycleError(cycle, f"{what} would close a cycle")
+        path = find_path(self.edges, dst, src)
+        if path is not None:
+            raise GraphCycleError([src, *path], f"{what} would close a cycle")
         self.edges.append(edge)
         return edge
 

@@ -4,7 +4,7 @@ It implements the backend interface exactly (a test double): every message list 
 recorded in ``calls`` (with its grammar in ``grammars``), and each item consumes the next entry
 of the script: a string (the answer), an exception instance (raised, as a failing endpoint
 would), or a callable ``messages -> str`` (an answer computed from the prompt). A callable script
-answers every item. Token counts are whitespace-separated words, so tests can predict them.
+answers every item; an exhausted script is a :class:`BackendError` (not retried). Token counts are whitespace-separated words, so tests can predict them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Union
 
-from rltf.flows.backends.base import Completion, GrammarArg, Message, Sampling, check_messages, per_item
+from rltf.flows.backends.base import BackendError, Completion, GrammarArg, Message, Sampling, check_messages, per_item
 
 __all__ = ["ScriptedBackend", "word_count"]
 
@@ -55,7 +55,7 @@ class ScriptedBackend:
             elif self._script:
                 entry = self._script.popleft()
             else:
-                raise AssertionError(f"ScriptedBackend: script exhausted after {len(self.calls) - 1} answers")
+                raise BackendError(f"ScriptedBackend: script exhausted after {len(self.calls) - 1} answers")
             if isinstance(entry, BaseException):
                 raise entry
             text = entry(messages) if callable(entry) else entry
