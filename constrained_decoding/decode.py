@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -200,12 +199,25 @@ def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], gramm
             lists = per_root.get((p, rank), [])
             if g.branching and not lists and g.branch_starts(root_tokens):
                 break  # root rows beyond the best ``keep`` got no branch search
-            for combo in itertools.product(*[[(s, t, sc) for t, sc in hyps] for s, hyps in lists]):
-                score = root_score + sum(sc for _, _, sc in combo)
-                cands.append(_decoded(g, root_tokens, [(s, t) for s, t, _ in combo], score))
+            for score, combo in _best_combinations(lists, num_return):
+                cands.append(_decoded(g, root_tokens, list(combo), root_score + score))
         cands.sort(key=lambda d: -d.logprob)
         out.append(cands[:num_return])
     return out
+
+
+def _best_combinations(lists: Sequence[tuple[int, Hyps]], n: int) -> list[tuple[float, tuple]]:
+    """The ``n`` best choices of one hypothesis per branch row (rows are independent given the
+    root, so a combination scores the sum of its rows'), best first. Merged list by list keeping
+    the ``n`` best partial sums -- exact, since a top-``n`` combination's every partial choice is a
+    top-``n`` partial combination -- instead of the product over every list, which grows as
+    ``branch_beams ** rows`` (a 7-day itinerary has ~40 branch rows)."""
+    best: list[tuple[float, tuple]] = [(0.0, ())]
+    for s, hyps in lists:
+        merged = [(score + sc, combo + ((s, t),)) for score, combo in best for t, sc in hyps]
+        merged.sort(key=lambda x: -x[0])  # stable: ties keep the product's order
+        best = merged[:n]
+    return best
 
 
 def greedy_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar], *,
