@@ -8,8 +8,8 @@ import json
 import pytest
 
 from rltf.flows import (
-    Backoff,
     BackendError,
+    Backoff,
     Choices,
     Database,
     Edge,

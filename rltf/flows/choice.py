@@ -16,7 +16,12 @@ import weakref
 from collections.abc import Iterator, Sequence
 
 from constrained_decoding.protocol import Row
-from constrained_decoding.rows import GrammarError, RowLanguageGrammar, RowText, build_row_languages
+from constrained_decoding.rows import (
+    GrammarError,
+    RowLanguageGrammar,
+    RowText,
+    build_row_languages,
+)
 
 __all__ = ["ChoiceError", "ChoiceGrammar", "choice_grammar"]
 

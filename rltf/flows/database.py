@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["Database", "PlaceholderError", "PLACEHOLDER", "placeholders", "render_value"]
+__all__ = ["PLACEHOLDER", "Database", "PlaceholderError", "placeholders", "render_value"]
 
 PLACEHOLDER = re.compile(r"\$db\.([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\$")
 """``$db.a.b$``: a dotted key of letters, digits, ``_`` and ``-`` (AgentKit's ``$db.action_summary.plan-sketch$``)."""
@@ -107,7 +107,7 @@ class Database:
         """A deep copy of the whole database (for traces and snapshots)."""
         try:
             return copy.deepcopy(self._data)
-        except Exception:  # values that cannot be copied (open handles...): a shallow copy will do
+        except Exception:  # noqa: BLE001 - values that cannot be copied (open handles...): a shallow copy will do
             return dict(self._data)
 
     # ---------------------------------------------------------------------------- writing

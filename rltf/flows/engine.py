@@ -47,16 +47,42 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
-from rltf.flows.backends.base import Backend, BackendError, Choices, Completion, GrammarArg, Message, Sampling
+from rltf.flows.backends.base import (
+    Backend,
+    BackendError,
+    Choices,
+    Completion,
+    GrammarArg,
+    Message,
+    Sampling,
+)
 from rltf.flows.database import Database, PlaceholderError
 from rltf.flows.trace import AttemptTrace, NodeTrace, PassTrace, json_safe
 
 __all__ = [
-    "Backoff", "ComposeFn", "AfterQueryFn", "Edge", "EdgeKind", "Flow", "FlowConfig", "FlowError", "GraphCycleError",
-    "GraphEditError", "GraphError", "Node", "NodeContext", "NodeFail", "NodeResult", "NodeRetry", "PassResult",
-    "Usage", "default_compose", "find_cycle", "find_path",
+    "AfterQueryFn",
+    "Backoff",
+    "ComposeFn",
+    "Edge",
+    "EdgeKind",
+    "Flow",
+    "FlowConfig",
+    "FlowError",
+    "GraphCycleError",
+    "GraphEditError",
+    "GraphError",
+    "Node",
+    "NodeContext",
+    "NodeFail",
+    "NodeResult",
+    "NodeRetry",
+    "PassResult",
+    "Usage",
+    "default_compose",
+    "find_cycle",
+    "find_path",
 ]
 
 EdgeKind = Literal["data", "order"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ def json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else repr(value)
+        return value if math.isfinite(value) else repr(value)
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -37,7 +38,7 @@ def json_safe(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         try:
             return json_safe(dataclasses.asdict(value))
-        except Exception:  # noqa: BLE001 - fall back to the repr
+        except Exception:  # noqa: BLE001, S110 - fall back to the repr
             pass
     return repr(value)
 

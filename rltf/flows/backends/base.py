@@ -58,7 +58,7 @@ GrammarArg = Union["Grammar", Choices, None]
 class Sampling:
     """How to decode: greedy by default (``do_sample=False``); sampling at ``temperature`` with
     optional ``top_k`` (0: off) / ``top_p`` (1: off) filtering. ``max_new_tokens`` bounds free
-    generation (a grammar bounds its own rows)."""
+    generation (a grammar bounds its own rows; a local causal model also stops at its last position)."""
 
     max_new_tokens: int = 256
     do_sample: bool = False

@@ -214,6 +214,12 @@ class LocalModelBackend:
             sl = slice(0, len(x)) if self.is_encoder_decoder else slice(width - len(x), width)
             input_ids[r, sl] = torch.as_tensor(x)
             mask[r, sl] = 1
+        limit = self._max_positions()
+        if limit is not None:  # a causal model attends over prompt + answer: keep both within its positions
+            if width >= limit:
+                raise BackendError(f"a prompt of {width} tokens does not fit the model's {limit} positions "
+                                   "(shorten the node's messages)")
+            s = s.replace(max_new_tokens=min(s.max_new_tokens, limit - width))
         chooser = _Chooser(s, self.generator)
         eos = _eos_ids(model, tok)
         was_training = model.training
@@ -235,6 +241,17 @@ class LocalModelBackend:
                                   completion_tokens=n, logprob=lp if lp is None or math.isfinite(lp) else None,
                                   prompt=tok.decode(ids[r]), temperature=s.temperature if s.do_sample else 1.0))
         return out
+
+    def _max_positions(self) -> int | None:
+        """How many positions a causal model can attend over (None: unbounded or seq2seq)."""
+        if self.is_encoder_decoder:
+            return None
+        cfg = self.model.config
+        for key in ("n_positions", "max_position_embeddings"):
+            v = getattr(cfg, key, None)
+            if isinstance(v, int) and v > 0:
+                return v
+        return None
 
     def _generation_kwargs(self, s: Sampling, eos: set[int]) -> dict[str, Any]:
         """Greedy search with our chooser making the choices; sampling knobs of the model's

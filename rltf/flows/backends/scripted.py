@@ -11,13 +11,20 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Union
 
-from rltf.flows.backends.base import BackendError, Completion, GrammarArg, Message, Sampling, check_messages, per_item
+from rltf.flows.backends.base import (
+    BackendError,
+    Completion,
+    GrammarArg,
+    Message,
+    Sampling,
+    check_messages,
+    per_item,
+)
 
 __all__ = ["ScriptedBackend", "word_count"]
 
-Script = Union[str, BaseException, Callable[[list[Message]], str]]
+Script = str | BaseException | Callable[[list[Message]], str]
 
 
 def word_count(messages: Sequence[Message]) -> int:
