@@ -188,9 +188,10 @@ def test_planner_backend_takes_an_env_grammar_and_does_free_generation_without_o
     g = plan_grammar(planner.tokenizer, small_registry(), ("image",), "text")
     c = b.generate([MSGS[1]], g)[0]
     assert c.text == g.format(c.value) and c.value in set(g.enumerate())
-    assert float(rescore(planner.model, planner.tokenizer, [c])) == pytest.approx(c.logprob, rel=1e-4, abs=1e-5)
+    assert float(rescore(planner.model, planner.tokenizer, [c]).detach()) == pytest.approx(c.logprob, rel=1e-4, abs=1e-5)
     free = b.generate(MSGS, [None, None])
-    desc = [render_plain(m, assistant_cue=False) for m in MSGS]
+    desc = [render_plain(MSGS[0], assistant_cue=False), MSGS[1][0]["content"]]  # a lone user message: as it is
+    assert [b.describe(m) for m in MSGS] == desc and desc[0].startswith("system: You answer briefly.\nuser: ")
     assert [f.decoded for f in free] == [None, None]
     assert [f.text for f in free] == free_text(planner, [format_prompt(d, True) for d in desc], max_new_tokens=8)
 
@@ -251,7 +252,9 @@ class _Server:
                     "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()),
                     "model": body["model"],
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": c.text},
-                                 "finish_reason": "stop", "logprobs": None}],
+                                 "finish_reason": "stop",
+                                 "logprobs": {"content": [{"token": c.text, "logprob": c.logprob, "bytes": None,
+                                                           "top_logprobs": []}]} if body.get("logprobs") else None}],
                     "usage": {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
                               "total_tokens": c.prompt_tokens + c.completion_tokens},
                 })
@@ -291,8 +294,12 @@ def test_openai_backend_against_a_local_server(server, hf_backends, api_env):
     req = server.requests[-1]
     assert req["model"] == "tiny-gpt2" and req["temperature"] == 0.0 and req["max_tokens"] == 5
     assert {json.dumps(r["messages"]) for r in server.requests[-2:]} == {json.dumps(m) for m in MSGS}
+    assert all(c.logprob is None for c in got)
     with pytest.raises(BackendError, match="cannot constrain"):
         b.generate(MSGS, Choices(["a", "b"]))
+    lp = OpenAIBackend("tiny-gpt2", server.url, api_key_env="TINY_SERVER_KEY", logprobs=True,
+                       sampling=Sampling(max_new_tokens=5)).generate(MSGS[:1])[0]
+    assert server.requests[-1]["logprobs"] is True and lp.logprob == pytest.approx(want[0].logprob)
 
 
 def test_openai_backend_in_a_flow_with_backoff_and_usage(server, hf_backends, api_env):

@@ -32,6 +32,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from constrained_decoding.decode import greedy_plans, sample_plans
 from constrained_decoding.prompts import encode_formatted, encode_prompts, format_prompt
 from constrained_decoding.protocol import Grammar
+from constrained_decoding.rows import GrammarError
 from rltf.flows.backends.base import (
     BackendError,
     Choices,
@@ -197,7 +198,10 @@ class LocalModelBackend:
         if grammar is None:
             return None
         if isinstance(grammar, Choices):
-            return choice_grammar(self.tokenizer, grammar.options)
+            try:
+                return choice_grammar(self.tokenizer, grammar.options)
+            except GrammarError as e:  # deterministic: the engine must not retry it
+                raise BackendError(f"cannot constrain to the options {list(grammar.options)}: {e}") from e
         if not isinstance(grammar, Grammar):
             raise BackendError(f"expected a constrained_decoding Grammar or Choices, got {type(grammar).__name__}")
         return grammar

@@ -9,8 +9,9 @@ i.e. :func:`constrained_decoding.logprobs.plan_logprobs` on the decoded rows). N
 grammar get free generation conditioned on the same prompt format the planner is trained on
 (:func:`constrained_decoding.prompts.format_prompt` of the rendered messages).
 
-Messages are rendered as a plain ``role: content`` transcript by default (rltf planners are
-trained on plain task descriptions); ``chat_template="auto"`` uses the tokenizer's template.
+Messages are rendered without a chat template by default (rltf planners are trained on plain
+task descriptions): a lone user message is the description itself, several are a ``role: content``
+transcript; ``chat_template="auto"`` uses the tokenizer's template when it has one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 from torch import nn
 
 from constrained_decoding.logprobs import plan_logprobs
-from rltf.flows.backends.base import BackendError, Completion, Sampling
+from rltf.flows.backends.base import BackendError, Completion, Message, Sampling
 from rltf.flows.backends.local import ChatTemplate, LocalModelBackend
 
 __all__ = ["PlannerBackend", "rescore"]
@@ -41,6 +42,12 @@ class PlannerBackend(LocalModelBackend):
         self.planner = planner
         super().__init__(planner.model, planner.tokenizer, planner.is_encoder_decoder, sampling=sampling, seed=seed,
                          chat_template=chat_template, plan_separator=True, batch_size=batch_size)
+
+    def describe(self, messages: Sequence[Message]) -> str:
+        """A lone user message is the task description as it is (what the planner is trained on)."""
+        if not self.use_chat_template and len(messages) == 1 and messages[0]["role"] == "user":
+            return messages[0]["content"]
+        return super().describe(messages)
 
     def __repr__(self) -> str:
         return f"PlannerBackend({getattr(self.planner, 'source', type(self.planner.model).__name__)!r})"
