@@ -252,7 +252,10 @@ def test_evaluated_nodes_cannot_be_modified(tmp_path):
         flow.add_node("second", "2", needs=["first"], after_query=make(op))
         with pytest.raises(GraphEditError, match=message):
             flow.run(trace_path=tmp_path / f"{name}.json")
-        assert load_trace(tmp_path / f"{name}.json").status == "error"
+        t = load_trace(tmp_path / f"{name}.json")
+        assert t.status == "error" and t.node("first").status == "ok"
+        assert t.node("second").status == "failed" and "GraphEditError" in t.node("second").error
+        assert t.node("second").attempts[0].answer == "b"
         assert list(flow.nodes) == ["first", "second"]
 
 

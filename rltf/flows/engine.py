@@ -684,6 +684,8 @@ class Flow:
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         t0 = time.perf_counter()
         status, error = "ok", None
+        current: str | None = None
+        attempts: list[AttemptTrace] = []
         self._running = True
         try:
             while (name := graph.pop_ready()) is not None:
@@ -697,7 +699,9 @@ class Flow:
                     graph.finish(name, "skipped")
                     continue
                 graph.status[name] = "running"
-                result, attempts = self._evaluate(graph, node, results, index)
+                current, attempts = name, []
+                result = self._evaluate(graph, node, results, index, attempts)
+                current = None
                 results[name] = result
                 traces[name] = self._node_trace(graph, node, result, attempts)
                 usage.add(result.usage)
@@ -714,6 +718,10 @@ class Flow:
                 traces[n] = self._node_trace(graph, graph.nodes[n], results[n], [])
         except BaseException as e:
             status, error = "error", f"{type(e).__name__}: {e}"
+            if current is not None:  # the node the exception came from, with its attempts so far
+                res = NodeResult(current, "failed", prompt=node.prompt, error=error,
+                                 temporary=current in graph.temporary, attempts=len(attempts))
+                traces[current] = self._node_trace(graph, node, res, attempts)
             raise
         finally:
             self._running = False
@@ -728,17 +736,17 @@ class Flow:
                           usage)
 
     # ------------------------------------------------------------------------- one node
-    def _evaluate(self, graph: _PassGraph, node: Node, results: dict[str, NodeResult],
-                  index: int) -> tuple[NodeResult, list[AttemptTrace]]:
+    def _evaluate(self, graph: _PassGraph, node: Node, results: dict[str, NodeResult], index: int,
+                  attempts: list[AttemptTrace]) -> NodeResult:
+        """Compose, query, after-query, with retries; every attempt is appended to ``attempts``."""
         t0 = time.perf_counter()
         ctx = NodeContext(node, self.db, results, index, graph)
-        res = NodeResult(node.name, "failed", temporary=node.name in graph.temporary)
-        attempts: list[AttemptTrace] = []
+        res = NodeResult(node.name, "failed", prompt=node.prompt, temporary=node.name in graph.temporary)
 
-        def done(status: str, error: str | None = None) -> tuple[NodeResult, list[AttemptTrace]]:
+        def done(status: str, error: str | None = None) -> NodeResult:
             res.status, res.error, res.attempts = status, error, len(attempts)  # type: ignore[assignment]
             res.seconds = time.perf_counter() - t0
-            return res, attempts
+            return res
 
         try:
             res.prompt = ctx.fill(node.prompt)
