@@ -256,6 +256,7 @@ def test_evaluated_nodes_cannot_be_modified(tmp_path):
         assert t.status == "error" and t.node("first").status == "ok"
         assert t.node("second").status == "failed" and "GraphEditError" in t.node("second").error
         assert t.node("second").attempts[0].answer == "b"
+        assert (t.prompt_tokens, t.node("second").prompt_tokens, flow.usage.calls) == (4, 3, 2)  # "1", "1 a 2"
         assert list(flow.nodes) == ["first", "second"]
 
 

@@ -721,6 +721,9 @@ class Flow:
             if current is not None:  # the node the exception came from, with its attempts so far
                 res = NodeResult(current, "failed", prompt=node.prompt, error=error,
                                  temporary=current in graph.temporary, attempts=len(attempts))
+                res.usage = Usage(sum(a.prompt_tokens for a in attempts), sum(a.completion_tokens for a in attempts),
+                                  sum(a.answer is not None for a in attempts))
+                usage.add(res.usage)
                 traces[current] = self._node_trace(graph, node, res, attempts)
             raise
         finally:
