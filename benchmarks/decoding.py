@@ -19,16 +19,37 @@ sampling 16 samples per prompt. ``ours (full head)`` is (c) computing the full-v
 like (a) and (b): it isolates the cost of the grammar itself from the saving of scoring only the
 allowed tokens.
 
-    python benchmarks/decoding.py [--prompts 8] [--repeats 5] [--threads 1]
+Travel section (issue #12 item 6; ``--sections travel``): the TravelPlanner plan grammar
+(:mod:`envs.travel.grammar`: a route head row, then one branch row per day/field slot, hundreds to
+thousands of entity names per query) against the OpenAGI grammar, both under the *embedded*
+planner (:func:`rltf.embedded.build_embedded_planner` with the default settings: T5 d_model 128,
+2+2 layers, a <=2000-token BPE trained on the travel env's tokenizer texts -- queries, every
+sandbox entity and transport string -- plus the OpenAGI ones):
 
-The last two lines are ``ours/unconstrained: <ratio>`` and ``prefix_fn/ours: <ratio>`` (beam
-search, time per row-step).
+(a) grammar build time (enumerate rows, tokenise, minimal DFA; uncached builders) per query, median
+    over ``--build-queries`` 3-, 5- and 7-day queries, with automaton states and row languages;
+    the OpenAGI grammars of the benchmark's signatures built with the same tokenizer;
+(b) decoding time per row-step of ``sample_plans`` / ``beam_search_plans`` against an
+    unconstrained HF ``generate`` of the same number of row-steps with the same batch shape on
+    average: ``passes`` steps of ``round(row-steps / passes / prompts)`` rows per prompt (sampling:
+    ``num_return_sequences``; beam search: ``num_beams``), forced to that length. Same model, same
+    prompts; the OpenAGI grammar is measured the same way in the same run.
+
+    python benchmarks/decoding.py [--prompts 8] [--repeats 5] [--threads 1] [--sections openagi travel]
+    python benchmarks/decoding.py --quick          # fewer prompts / queries / repeats: about 2 minutes
+
+Times are the median run of ``--repeats`` (methods take turns). The last lines are the ratios:
+``travel constrained/unconstrained per step: <ratio> (<mode>)`` and ``openagi constrained/unconstrained
+per step: <ratio> (<mode>)`` (embedded planner), then ``ours/unconstrained: <ratio>`` and
+``prefix_fn/ours: <ratio>`` (the d_model 256 planner, beam search, time per row-step).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import statistics
 import time
 from collections.abc import Callable
 
@@ -118,41 +139,46 @@ class PassCounter:
 
 def measure(fns: dict[str, Callable[[], object]], decoder: torch.nn.Module,
             repeats: int) -> dict[str, tuple[float, int, int, object]]:
-    """Per method: fastest wall time of ``repeats`` runs, decoder passes, row-steps, output.
+    """Per method: the median run of ``repeats`` (by time per row-step): wall time, decoder passes,
+    row-steps, output.
 
-    One warm-up run each (allocations, grammar build); then the methods take turns, so that a
-    shared machine's load hits them alike; the minimum is the least-disturbed run."""
+    One warm-up run each (allocations, grammar build, state tables); then the methods take turns, so
+    that a shared machine's load hits them alike."""
     counter = PassCounter(decoder)
-    out: dict[str, tuple[float, int, int, object]] = {}
+    runs: dict[str, list[tuple[float, int, int, object]]] = {name: [] for name in fns}
     try:
-        for name, fn in fns.items():
-            counter.passes = counter.rows = 0
-            out[name] = (float("inf"), 0, 0, fn())
+        for fn in fns.values():
+            fn()
         for _ in range(repeats):
             for name, fn in fns.items():
                 counter.passes = counter.rows = 0
                 t = time.perf_counter()
                 res = fn()
                 dt = time.perf_counter() - t
-                if dt < out[name][0]:  # keep the passes and rows of the run whose time is reported
-                    out[name] = (dt, counter.passes, counter.rows, res)
+                runs[name].append((dt, counter.passes, counter.rows, res))
     finally:
         counter.handle.remove()
+    out = {}
+    for name, rs in runs.items():
+        rs.sort(key=lambda x: x[0] / max(1, x[2]))
+        out[name] = rs[(len(rs) - 1) // 2]
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--prompts", type=int, default=8, help="how many of the 8 benchmark tasks (cycled)")
-    p.add_argument("--beams", type=int, default=16)
-    p.add_argument("--samples", type=int, default=16)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on shared CPUs)")
-    p.add_argument("--modes", nargs="+", choices=("beam", "sample"), default=["beam", "sample"],
-                   help="which searches to time (the last two lines need beam)")
-    args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+def count_passes(fn: Callable[[], object], decoder: torch.nn.Module) -> tuple[int, int]:
+    """Decoder passes and row-steps of one call of ``fn`` (after a first, uncounted call: the output
+    head's one-off probe runs the decoder too)."""
+    fn()
+    counter = PassCounter(decoder)
+    try:
+        fn()
+    finally:
+        counter.handle.remove()
+    return counter.passes, counter.rows
 
+
+def openagi_section(args) -> list[str]:
+    """The d_model 256 planner on the OpenAGI prompts: ours vs unconstrained vs prefix_fn (summary lines)."""
     model, tok = build_planner()
     registry = signature_registry()
     tasks = [TASKS[i % len(TASKS)] for i in range(args.prompts)]
@@ -163,9 +189,10 @@ def main(argv: list[str] | None = None) -> None:
     eos, pad = special_ids(tok)
     decoder = model.get_decoder()
     n_lin = sum(len(s[0]) == 1 for s in sigs)
-    print(f"planner: T5 d_model 256, 4+4 layers, {sum(q.numel() for q in model.parameters()) / 1e6:.1f}M params, "
+    n_params = sum(q.numel() for q in model.parameters()) / 1e6
+    print(f"== openagi grammar, planner: T5 d_model 256, 4+4 layers, {n_params:.1f}M params, "
           f"vocab {len(tok)}; {len(prompts)} prompts ({n_lin} linear, {len(prompts) - n_lin} nonlinear); "
-          f"{args.threads} thread(s)")
+          f"{args.threads} thread(s) ==")
 
     results: dict[str, dict[str, tuple[float, int, int]]] = {"beam": {}, "sample": {}}
     with torch.inference_mode():
@@ -218,16 +245,219 @@ def main(argv: list[str] | None = None) -> None:
         t, _, r = results[mode][name]
         return t / r
 
-    print()
+    summary = []
     for mode in [m for m in ("sample", "beam") if m in args.modes]:
         for num, den in (("ours", "unconstrained"), ("prefix_fn", "ours")):
-            print(f"{mode}: {num}/{den} total time: {results[mode][num][0] / results[mode][den][0]:.2f}")
+            summary.append(f"{mode}: {num}/{den} total time: {results[mode][num][0] / results[mode][den][0]:.2f}")
         for num, den in (("ours (full head)", "unconstrained"), ("ours", "unconstrained"), ("prefix_fn", "ours")):
-            print(f"{mode}: {num}/{den} per row-step: {per_row_step(mode, num) / per_row_step(mode, den):.2f}")
+            summary.append(f"{mode}: {num}/{den} per row-step: {per_row_step(mode, num) / per_row_step(mode, den):.2f}")
     if "beam" in args.modes:
-        print(f"ours/unconstrained: {per_row_step('beam', 'ours') / per_row_step('beam', 'unconstrained'):.2f}")
-        print(f"prefix_fn/ours: {per_row_step('beam', 'prefix_fn') / per_row_step('beam', 'ours'):.2f}")
+        beam_ratio = per_row_step('beam', 'ours') / per_row_step('beam', 'unconstrained')
+        summary.append(f"ours/unconstrained: {beam_ratio:.2f}")
+        summary.append(f"prefix_fn/ours: {per_row_step('beam', 'prefix_fn') / per_row_step('beam', 'ours'):.2f}")
+    return summary
 
+
+
+# ------------------------------------------------------------------------------------------ travel
+
+TRAVEL_DAYS = (3, 5, 7)
+
+
+def travel_tokenizer_texts(env) -> list[str]:
+    """What the embedded tokenizer is trained on here: the travel env's own tokenizer texts
+    (``env.tokenizer_texts()``, what training trains a travel planner's tokenizer on; else, on an
+    env without it, every query and the candidates' names of every 7th query, as
+    tests/test_travel_grammar.py does), then the OpenAGI defaults (one planner for both grammars)."""
+    from envs.travel.grammar import SLOT_FIELDS, enumerate_routes, head_text, slot_text
+    from rltf.tokenizer import default_tokenizer_texts
+
+    if hasattr(env, "tokenizer_texts"):
+        texts = list(env.tokenizer_texts())
+    else:
+        texts = [q.query for q in env.queries()]
+        for q in env.queries()[::7]:
+            c = env.candidates(q.id)
+            for table in (c.restaurants, c.attractions, c.accommodations):
+                for names in table.values():
+                    texts += names
+            texts += [t for per_day in c.transport.values() for opts in per_day.values() for t in opts]
+            texts += [head_text(r) for r in list(enumerate_routes(c))[:3]]
+        texts += [slot_text(1, "from A to B", f, "-") for f in SLOT_FIELDS]
+    return list(dict.fromkeys(texts + default_tokenizer_texts()))
+
+
+def build_embedded(texts: list[str]):
+    """The embedded planner of configs/default.yaml (T5 d_model 128, 2+2 layers, seed 0) on ``texts``."""
+    from rltf.config import EmbeddedSettings
+    from rltf.embedded import build_embedded_planner
+
+    planner = build_embedded_planner(EmbeddedSettings(), texts)
+    return planner.model, planner.tokenizer
+
+
+def travel_queries(env, days: int, n: int) -> list:
+    return [q for q in env.queries() if q.days == days][:n]
+
+
+def timed(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall time of ``repeats`` calls."""
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def entity_count(c) -> int:
+    """Distinct entity names and transport strings among a query's candidates."""
+    names = {n for table in (c.restaurants, c.attractions, c.accommodations) for ns in table.values() for n in ns}
+    return len(names) + len({t for per_day in c.transport.values() for opts in per_day.values() for t in opts})
+
+
+def build_times(env, tok, n_queries: int, repeats: int) -> None:
+    """(a) Grammar build time per query (uncached builders), travel by trip length and OpenAGI."""
+    from envs.openagi.grammar import build_grammar
+    from envs.travel.grammar import build_travel_grammar
+
+    print(f"\n(a) grammar build time (median over queries of the median of {repeats} builds; uncached)")
+    print(f"  {'grammar':<22}{'queries':>8}{'build ms':>10}{'(min-max)':>16}{'entities':>10}{'routes':>8}"
+          f"{'langs':>7}{'rows':>8}{'states':>8}{'D':>5}")
+
+    def row(name, times, stats):
+        def med(k):
+            return int(statistics.median(x[k] for x in stats))
+
+        print(f"  {name:<22}{len(times):>8d}{1e3 * statistics.median(times):>10.1f}"
+              f"{f'({1e3 * min(times):.0f}-{1e3 * max(times):.0f})':>16}{med(0):>10d}{med(1):>8d}{med(2):>7d}"
+              f"{med(3):>8d}{med(4):>8d}{med(5):>5d}")
+
+    for days in TRAVEL_DAYS:
+        times, stats = [], []
+        for q in travel_queries(env, days, n_queries):
+            c = env.candidates(q.id)
+            times.append(timed(functools.partial(build_travel_grammar, tok, c, env.max_attractions), repeats))
+            g = build_travel_grammar(tok, c, env.max_attractions)
+            n_rows = sum(g.rows.size(k) for k in range(len(g.rows.starts)))
+            stats.append((entity_count(c), len(g.routes), len(g.rows.starts), n_rows, g.dfa.num_states, g.dfa.width))
+        row(f"travel {days}-day", times, stats)
+    registry = signature_registry()
+    times, stats = [], []
+    for sig in dict.fromkeys((t[1], t[2]) for t in TASKS):
+        times.append(timed(functools.partial(build_grammar, tok, registry, *sig, LIMITS), repeats))
+        g = build_grammar(tok, registry, *sig, LIMITS)
+        n_rows = sum(g.rows.size(k) for k in range(len(g.rows.starts)))
+        stats.append((len(registry.names), len(g.heads), len(g.rows.starts), n_rows, g.dfa.num_states, g.dfa.width))
+    row("openagi (signature)", times, stats)
+    print("  (entities: travel = candidate names + transport strings; openagi = tools. rows: row texts "
+          "enumerated; D: widest state)")
+
+
+def constraint_cost(model, tok, prompts: list[str], grammars: list, mode: str, width: int,
+                    repeats: int) -> dict[str, tuple[float, int, int, object]]:
+    """(b) ``ours`` (and ``ours (full head)``) against an unconstrained generate of the same row-steps
+    and average batch shape (see the module docstring); the median runs."""
+    eos, pad = special_ids(tok)
+    decoder = model.get_decoder()
+    if mode == "beam":
+        def ours(head="auto"):
+            return beam_search_plans(model, tok, prompts, grammars, num_beams=width, head=head)
+    else:
+        def ours(head="auto"):
+            return sample_plans(model, tok, prompts, grammars, k=width, seed=0, head=head)
+    passes, row_steps = count_passes(ours, decoder)  # the same every run (seeded sampling, beam search)
+    per_prompt = max(1, round(row_steps / passes / len(prompts)))
+    batch = tok(prompts, return_tensors="pt", padding=True)
+    common = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"], "pad_token_id": pad,
+              "eos_token_id": eos, "decoder_start_token_id": pad, "use_cache": True, "max_new_tokens": passes,
+              "min_new_tokens": passes}
+    if mode == "beam":
+        common.update(num_beams=per_prompt, num_return_sequences=1, do_sample=False, length_penalty=0.0,
+                      early_stopping=True)
+    else:
+        common.update(num_beams=1, num_return_sequences=per_prompt, do_sample=True, temperature=1.0, top_k=0,
+                      top_p=1.0)
+    fns = {"unconstrained": lambda: model.generate(**common), "ours": ours,
+           "ours (full head)": lambda: ours(head="full")}
+    return measure(fns, decoder, repeats)
+
+
+def travel_section(args) -> list[str]:
+    """Travel vs OpenAGI grammars under the embedded planner: build times, per-step constraint cost."""
+    from envs.travel.env import TravelPlannerEnv
+
+    t0 = time.perf_counter()
+    env = TravelPlannerEnv("all")
+    model, tok = build_embedded(travel_tokenizer_texts(env))
+    print(f"\n== travel vs openagi grammar, embedded planner: T5 d_model {model.config.d_model}, "
+          f"{model.config.num_layers}+{model.config.num_decoder_layers} layers, "
+          f"{sum(q.numel() for q in model.parameters()) / 1e6:.2f}M params, vocab {len(tok)}; "
+          f"{args.threads} thread(s); setup {time.perf_counter() - t0:.1f} s ==")
+    build_times(env, tok, args.build_queries, args.build_repeats)
+
+    qs = [q for days in TRAVEL_DAYS for q in travel_queries(env, days, args.travel_queries)]
+    travel = ([q.query for q in qs], [env.grammar(tok, q.id) for q in qs])
+    tasks = [TASKS[i % len(TASKS)] for i in range(args.prompts)]
+    registry = signature_registry()
+    openagi = ([t[0] for t in tasks], plan_grammars(tok, [(t[1], t[2]) for t in tasks], registry, LIMITS))
+    print(f"\n(b) time per row-step: {len(qs)} travel queries ({'/'.join(map(str, TRAVEL_DAYS))} days: "
+          f"{', '.join(str(g.dfa.num_states) for g in travel[1])} states), {len(tasks)} OpenAGI prompts; "
+          "unconstrained = HF generate, same row-steps and mean rows per pass; median of "
+          f"{args.repeats}")
+    summary = []
+    with torch.inference_mode():
+        for mode, width in (("sample", args.samples), ("beam", args.beams)):
+            if mode not in args.modes:
+                continue
+            print(f"\n{mode} ({width} {'beams' if mode == 'beam' else 'samples'} per prompt)")
+            print(f"  {'grammar':<9}{'method':<18}{'total s':>9}{'passes':>8}{'row-steps':>11}{'rows/pass':>11}"
+                  f"{'ms/pass':>9}{'us/row-step':>13}")
+            for name, (prompts, grammars) in (("travel", travel), ("openagi", openagi)):
+                res = constraint_cost(model, tok, prompts, grammars, mode, width, args.repeats)
+                for method, (t, n, r, _) in res.items():
+                    print(f"  {name:<9}{method:<18}{t:>9.3f}{n:>8d}{r:>11d}{r / n:>11.1f}{1e3 * t / n:>9.2f}"
+                          f"{1e6 * t / r:>13.1f}")
+                step = {k: v[0] / v[2] for k, v in res.items()}
+                summary.append(f"{name} constrained/unconstrained per step: "
+                               f"{step['ours'] / step['unconstrained']:.2f} ({mode}; full head: "
+                               f"{step['ours (full head)'] / step['unconstrained']:.2f})")
+                if name == "travel":
+                    best = res["ours"][3][-1][0]
+                    print(f"  e.g. travel, {qs[-1].days}-day query: {len(best.rows)} rows, "
+                          f"{sum(map(len, best.rows))} tokens, log-prob {best.logprob:.1f}")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prompts", type=int, default=8, help="how many of the 8 OpenAGI benchmark tasks (cycled)")
+    p.add_argument("--beams", type=int, default=16)
+    p.add_argument("--samples", type=int, default=16)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on shared CPUs)")
+    p.add_argument("--modes", nargs="+", choices=("beam", "sample"), default=["beam", "sample"],
+                   help="which searches to time (the openagi section's last two lines need beam)")
+    p.add_argument("--sections", nargs="+", choices=("openagi", "travel"), default=["openagi", "travel"])
+    p.add_argument("--travel-queries", type=int, default=2, help="decoded travel queries per trip length (3/5/7)")
+    p.add_argument("--build-queries", type=int, default=5, help="travel queries per trip length timed building")
+    p.add_argument("--build-repeats", type=int, default=3)
+    p.add_argument("--quick", action="store_true",
+                   help="about 2 minutes: 4 OpenAGI prompts, 1 travel query per length, 3 repeats")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.prompts, args.repeats, args.travel_queries = min(args.prompts, 4), min(args.repeats, 3), 1
+        args.build_queries, args.build_repeats = min(args.build_queries, 3), 1
+    torch.set_num_threads(args.threads)
+
+    summary = []
+    if "openagi" in args.sections:
+        summary += openagi_section(args)
+    if "travel" in args.sections:
+        summary = travel_section(args) + summary
+    print()
+    for line in summary:
+        print(line)
 
 if __name__ == "__main__":
     main()
