@@ -35,7 +35,15 @@ import torch
 
 from constrained_decoding.kv_rows import RowFork
 from constrained_decoding.runner import PlannerRunner
-from constrained_decoding.search import Fork, RowStart, Waiting, forks_for, open_rows, slot_logprobs
+from constrained_decoding.search import (
+    Fork,
+    RowStart,
+    Waiting,
+    forks_for,
+    nonfinite_logits_error,
+    open_rows,
+    slot_logprobs,
+)
 from constrained_decoding.tables import StateTables
 
 BeamGroup = tuple[int, RowStart, int]  # a prompt index, a start and a beam width
@@ -97,6 +105,8 @@ class BeamSearch:
         self.seq = torch.zeros((0, 0), dtype=torch.long, device=dev)  # per row: every token chosen since born
         self.feats: torch.Tensor | None = None
         self.waiting = Waiting(lambda item: item[0][2])
+        self.steps = 0  # decoding steps so far (named by a non-finite logits error)
+        self.bad = torch.zeros(0, dtype=torch.bool, device=dev)  # per row: unusable logits this step
 
     def run(self, groups: Sequence[BeamGroup]) -> list[Hyps]:
         """Each group's (and each spawned group's) finished rows, best first."""
@@ -118,7 +128,8 @@ class BeamSearch:
         tables, dev = self.tables, self.dev
         widths = [self.groups[g].width for g in self.running]
         n, w = len(widths), max(widths)
-        lp, self.idx = slot_logprobs(self.runner, tables, self.feats, self.state, 1.0)
+        self.steps += 1
+        lp, self.idx, self.bad = slot_logprobs(self.runner, tables, self.feats, self.state, 1.0)
         d = lp.shape[1]
         cand = self.score.unsqueeze(1) + lp
         ends = tables.final[tables.next_state[self.state]]  # [rows, d]: the slot ends the row
@@ -143,7 +154,12 @@ class BeamSearch:
 
     def _record_finished(self, step: Step) -> list[bool]:
         """Keep the finishing continuations that enter their group's best; which groups stop."""
-        top = torch.cat([step.val[:, :1], step.fin_val], 1).tolist()  # one transfer per step
+        # one transfer per step: per group its best running and finishing scores, then how many
+        # rows had unusable logits (checked before anything of this step is kept)
+        n_bad = self.bad.sum().to(step.val.dtype).expand(step.val.shape[0], 1)
+        top = torch.cat([step.val[:, :1], step.fin_val, n_bad], 1).tolist()
+        if top[0][-1]:
+            raise nonfinite_logits_error(self.steps, int(top[0][-1]))
         entering: list[tuple[int, int, float]] = []  # (group position, rank, score)
         done: list[bool] = []
         for i, g in enumerate(self.running):

@@ -75,14 +75,37 @@ def forks_for(runner: PlannerRunner, finished: Sequence[tuple[int | RowFork, int
     return out
 
 
+class NonFiniteLogitsError(FloatingPointError):
+    """The planner's logits for the tokens a grammar allows are NaN or +inf (or all -inf): its
+    weights or inputs went non-finite. Decoding stops rather than emit or score anything."""
+
+
+def nonfinite_logits_error(step: int, rows: int) -> NonFiniteLogitsError:
+    return NonFiniteLogitsError(
+        f"non-finite logits from the planner at decoding step {step} ({rows} row(s) with NaN or inf logits for "
+        "the tokens the grammar allows): the model's weights or activations are NaN/inf (a diverged run, a "
+        "damaged checkpoint, or a dtype that overflows); nothing was decoded")
+
+
 def slot_logprobs(runner: PlannerRunner, tables: StateTables, feats: torch.Tensor, state: torch.Tensor,
-                   temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+                  temperature: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per row, the constrained log-probabilities of its state's slots, their token ids, and
+    whether the row's logits were unusable (``bad``: NaN, +inf, or every allowed token at -inf).
+
+    Slots the grammar does not allow are -inf whatever the logits, and a bad row gets the uniform
+    distribution over its allowed slots, so no choice made from the result ever leaves the grammar
+    (and ``torch.multinomial`` never sees a NaN); callers raise :func:`nonfinite_logits_error`
+    when any row is bad, at a step's first host transfer."""
     idx = tables.allowed[state]
+    valid = tables.valid[state]
     z = runner.allowed_logits(feats, tables, state)
     if temperature != 1.0:
         z = z / temperature
-    z = z.masked_fill(~tables.valid[state], float("-inf"))
-    return z.log_softmax(-1), idx
+    lp = z.masked_fill(~valid, float("-inf")).log_softmax(-1)
+    bad = (lp.isnan() & valid).any(-1)
+    uniform = -valid.sum(-1, keepdim=True).clamp(min=1).to(lp.dtype).log()
+    lp = torch.where(bad.unsqueeze(-1), uniform.expand_as(lp), lp).masked_fill(~valid, float("-inf"))
+    return lp, idx, bad
 
 
 def open_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int], starts: Sequence[RowStart],
@@ -167,13 +190,20 @@ def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence
     alive = torch.arange(len(starts), device=dev)  # the row each batch position holds
     was_done = torch.zeros(len(starts), dtype=torch.bool, device=dev)  # (a row can start finished)
     waiting = Waiting(lambda item: 1)
+    step = 0
     while True:
-        lp, idx = slot_logprobs(runner, tables, feats, state, temperature)
+        step += 1
+        lp, idx, bad = slot_logprobs(runner, tables, feats, state, temperature)
         slot = torch.multinomial(lp.exp(), 1, generator=generator)
         tok = idx.gather(1, slot).squeeze(1)
         logp.index_add_(0, alive, lp.gather(1, slot).squeeze(1))
         active = ~tables.final[state]
-        for r, t in zip(alive[active].tolist(), tok[active].tolist()):
+        # one transfer: how many rows had unusable logits, then the running rows and their tokens
+        got = torch.cat([bad.sum().view(1), alive[active], tok[active]]).tolist()
+        if got[0]:
+            raise nonfinite_logits_error(step, got[0])
+        n_active = (len(got) - 1) // 2
+        for r, t in zip(got[1 : 1 + n_active], got[1 + n_active :]):
             rows[r].append(t)
         state = tables.next_state[state, slot.squeeze(1)]
         done = tables.final[state]

@@ -9,6 +9,7 @@ checked the same way (:func:`bound_errors`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator
 from dataclasses import field
 from typing import Any
@@ -34,11 +35,15 @@ def bounded_fields(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any, dict]
 
 
 def bound_errors(obj: Any, prefix: str = "") -> Iterator[str]:
-    """A message per field of ``obj`` outside its bounds (or not a number), naming the key."""
+    """A message per field of ``obj`` outside its bounds, not a number, or not finite (``inf``,
+    ``nan``: no setting means either), naming the key."""
     for key, value, bounds in bounded_fields(obj, prefix):
         expected = " and ".join(f"{OPS[o]} {v}" for o, v in bounds.items())
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            yield f"bad value for {key!r}: {value!r}; expected a number {expected}"
+            yield f"bad value for {key!r}: {value!r}; expected a number {expected}".rstrip()
+            continue
+        if not math.isfinite(value):
+            yield f"bad value for {key!r}: {value!r}; expected a finite number {expected}".rstrip()
             continue
         if not all(_holds(value, op, limit) for op, limit in bounds.items()):
             kind = "an integer" if isinstance(value, int) else "a number"

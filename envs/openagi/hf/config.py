@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -81,8 +82,10 @@ class HFBackendConfig:
         for what, value in (("dtype", self.dtype), ("metrics_dtype", self.metrics_dtype)):
             if value not in DTYPES:
                 raise ValueError(f"HFBackendConfig.{what}={value!r}; expected one of {DTYPES}")
-        if self.memory_budget_gib is not None and not self.memory_budget_gib > 0:
-            raise ValueError(f"HFBackendConfig.memory_budget_gib={self.memory_budget_gib!r}; expected > 0 or None")
+        budget = self.memory_budget_gib
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                                   or not math.isfinite(budget) or not budget > 0):
+            raise ValueError(f"HFBackendConfig.memory_budget_gib={budget!r}; expected a finite number > 0 or None")
         for name, size in {"batch_size": self.batch_size, "metric_batch_size": self.metric_batch_size,
                            **self.batch_sizes}.items():
             if not isinstance(size, int) or size < 1:
