@@ -26,6 +26,7 @@ rules out using a sharded model as is, so each mode says how to decode, score, r
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -101,7 +102,8 @@ class Sharding:
     def clip_and_step(self, model: nn.Module, optimizer, scheduler, max_grad_norm: float) -> float:
         """Average gradients (replicated: explicitly; FSDP: already reduce-scattered), clip, step.
 
-        Returns the gradient norm before clipping."""
+        Returns the gradient norm before clipping; a non-finite norm skips the optimizer step
+        (the gradients are dropped, the schedule advances)."""
         if self.kind == "deepspeed":  # accelerator.backward already reduced, clipped and stepped
             norm = self.engine.get_global_grad_norm()
             return float("nan") if norm is None else float(norm)
@@ -111,8 +113,11 @@ class Sharding:
         norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf"))
         if hasattr(norm, "full_tensor"):
             norm = norm.full_tensor()
-        optimizer.step()
-        scheduler.step()
+        if math.isfinite(float(norm)):  # a NaN/inf gradient never reaches the weights (the caller decides
+            optimizer.step()            # whether the run stops or skips the step)
+            scheduler.step()
+        else:
+            advance_schedule(scheduler)
         optimizer.zero_grad(set_to_none=True)
         return float(norm)
 
@@ -247,3 +252,13 @@ def shard_planner(model: nn.Module, sharding: Sharding) -> None:
         else:
             model(input_ids=ids)
     model.reshard()  # optimisers must be built over the sharded parameters
+
+
+def advance_schedule(scheduler) -> None:
+    """Step ``scheduler`` for a skipped update, so the schedule stays aligned with the step count
+    (without torch's warning about a scheduler step before any optimizer step)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+        scheduler.step()

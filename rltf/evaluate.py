@@ -7,8 +7,12 @@
 * ``reference`` — the suite's reference plans (the supervised labels); ``oracle`` — the best plan
   by exhaustive search. Both bound the planners from either side.
 
-Scores are per task (mean over the task's samples); the table averages them per metric family
-and overall (every task weighs the same), like the paper's Table 5. The schema names and their
+Any env with the trainer's interface works (OpenAGI's, the travel sandbox's): tasks with ``id``,
+``description`` and ``reference_plan``, ``env.grammar`` and ``env.reward_plans``. On OpenAGI,
+scores are per task (mean over the task's samples) and the table averages them per metric family
+and overall (every task weighs the same), like the paper's Table 5; an env with its own metrics
+(``env.table_columns``: the travel benchmark's delivery, commonsense / hard micro and macro and
+final pass rates) gives those columns, plus the mean reward. The schema names and their
 table order are ``rltf.schema.EVAL_SCHEMAS``; ``rltf.stages.evaluate`` picks the function per
 schema, the held-out tasks and the few-shot examples.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,7 +33,9 @@ from envs.openagi.env import OpenAGIEnv
 from envs.openagi.freeform import map_free_text_to_plan
 from envs.openagi.oracle import oracle_for_task
 from envs.openagi.plans import PlanError, format_plan
-from envs.openagi.tasks import Task
+
+Task = Any  # a task of any env: ``id``, ``description``, ``reference_plan`` (OpenAGI's Task, TravelTask)
+Env = Any  # OpenAGIEnv, TravelPlannerEnv: ``grammar``, ``reward_plans``, ``tasks``, ``get_task``
 
 @dataclass
 class SchemaResult:
@@ -41,7 +48,7 @@ class SchemaResult:
         return float(np.mean(list(self.scores.values()))) if self.scores else 0.0
 
 
-def constrained_schema(name: str, planner, env: OpenAGIEnv, tasks: Sequence[Task], num_beams: int) -> SchemaResult:
+def constrained_schema(name: str, planner, env: Env, tasks: Sequence[Task], num_beams: int) -> SchemaResult:
     """Best plan of a constrained beam search per task, scored on all of the task's samples."""
     best = beam_search_plans(planner.model, planner.tokenizer, [t.description for t in tasks],
                              [env.grammar(planner.tokenizer, t) for t in tasks], num_beams=num_beams, num_return=1)
@@ -49,9 +56,14 @@ def constrained_schema(name: str, planner, env: OpenAGIEnv, tasks: Sequence[Task
 
 
 def few_shot_prompt(task: Task, examples: Sequence[Task], encoder_decoder: bool) -> str:
-    shots = "".join(f"Task: {e.description}\nPlan: {format_plan(e.reference_plan)}\n\n" for e in examples)
+    shots = "".join(f"Task: {e.description}\nPlan: {plan_text(e.reference_plan)}\n\n" for e in examples)
     return format_prompt(f"{shots}Task: {task.description}", encoder_decoder) if shots else \
         format_prompt(task.description, encoder_decoder)
+
+
+def plan_text(plan: Any) -> str:
+    """A reference plan as the text a planner writes (travel's are text already)."""
+    return plan if isinstance(plan, str) else format_plan(plan)
 
 
 @torch.inference_mode()
@@ -76,10 +88,12 @@ def free_text(planner, prompts: Sequence[str], max_new_tokens: int = 64, batch_s
     return out
 
 
-def free_form_schema(name: str, planner, env: OpenAGIEnv, tasks: Sequence[Task], examples: Sequence[Task],
+def free_form_schema(name: str, planner, env: Env, tasks: Sequence[Task], examples: Sequence[Task],
                      max_new_tokens: int = 64) -> SchemaResult:
     prompts = [few_shot_prompt(t, examples, planner.is_encoder_decoder) for t in tasks]
     texts = free_text(planner, prompts, max_new_tokens)
+    if not isinstance(env, OpenAGIEnv):  # the text is the plan (travel: parsed by the evaluator)
+        return _schema_result(name, env, tasks, texts)
     plans = []
     for t, text in zip(tasks, texts):
         try:
@@ -89,27 +103,42 @@ def free_form_schema(name: str, planner, env: OpenAGIEnv, tasks: Sequence[Task],
     return _schema_result(name, env, tasks, plans)
 
 
-def reference_schema(env: OpenAGIEnv, tasks: Sequence[Task]) -> SchemaResult:
+def reference_schema(env: Env, tasks: Sequence[Task]) -> SchemaResult:
     return _schema_result("reference", env, tasks, [t.reference_plan for t in tasks])
 
 
-def oracle_schema(env: OpenAGIEnv, tasks: Sequence[Task]) -> SchemaResult:
+def oracle_schema(env: Env, tasks: Sequence[Task]) -> SchemaResult:
     res = SchemaResult("oracle")
     for t in tasks:
-        e = oracle_for_task(env, t)
-        res.plans[t.id], res.scores[t.id] = e.oracle_plan, e.oracle_score
+        if isinstance(env, OpenAGIEnv):
+            e = oracle_for_task(env, t)
+            res.plans[t.id], res.scores[t.id] = e.oracle_plan, e.oracle_score
+        else:  # the env's own oracle (travel: the exact solver)
+            res.plans[t.id], res.scores[t.id] = env.oracle(t)
     return res
 
 
-def _schema_result(name: str, env: OpenAGIEnv, tasks: Sequence[Task], plans) -> SchemaResult:
+def _schema_result(name: str, env: Env, tasks: Sequence[Task], plans) -> SchemaResult:
     res = SchemaResult(name)
     for t, r in zip(tasks, env.reward_plans(list(zip(tasks, plans)))):
         res.plans[t.id], res.scores[t.id] = r.plan_text, r.reward
     return res
 
 
-def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task]) -> dict:
-    """``{"columns": [...], "rows": {schema: {column: score}}}`` — per metric and overall."""
+def headline(env: Env) -> str:
+    """The table column the main job's last line reports: ``overall`` on OpenAGI, the env's
+    own headline metric otherwise (travel: ``final pass``)."""
+    return getattr(env, "headline", "overall")
+
+
+def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task], env: Env | None = None) -> dict:
+    """``{"columns": [...], "n_tasks": {column: n}, "rows": {schema: {column: value}}}``: per
+    metric family and overall (OpenAGI), or the env's own metrics (``env.table_columns``) plus
+    the mean reward."""
+    if env is not None and hasattr(env, "table_columns"):
+        rows = {r.schema: {**env.table_columns(tasks, r.plans), "reward": r.overall} for r in results}
+        columns = list(next(iter(rows.values()))) if rows else ["reward"]
+        return {"columns": columns, "n_tasks": {c: len(tasks) for c in columns}, "rows": rows}
     by_metric: dict[str, list[int]] = defaultdict(list)
     for t in tasks:
         by_metric[t.metric].append(t.id)
@@ -123,10 +152,12 @@ def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task]) -> dic
             "rows": rows}
 
 
-def table_markdown(table: dict, title: str) -> str:
+def table_markdown(table: dict, title: str, labels: dict[str, str] | None = None) -> str:
+    """The table as markdown; ``labels`` rename schema rows (e.g. travel's oracle is the solver)."""
+    labels = labels or {}
     cols = table["columns"]
     head = "| schema | " + " | ".join(f"{c} ({table['n_tasks'][c]})" for c in cols) + " |"
     lines = [f"### {title}", "", head, "|" + "---|" * (len(cols) + 1)]
     for schema, row in table["rows"].items():
-        lines.append(f"| {schema} | " + " | ".join(f"{row[c]:.4f}" for c in cols) + " |")
+        lines.append(f"| {labels.get(schema, schema)} | " + " | ".join(f"{row[c]:.4f}" for c in cols) + " |")
     return "\n".join(lines) + "\n"

@@ -1,8 +1,9 @@
 """The run configuration's schema: one dataclass per section of a run's YAML.
 
 :class:`RunConfig` is everything one run reads (``train/rltf.py``, ``train/sft.py``,
-``train/evaluate.py``); its ``env`` section is the env's own config
-(:class:`envs.openagi.config.OpenAGIEnvConfig`), so ``envs.make(cfg.env)`` builds it. Adding a
+``train/evaluate.py``); its ``env`` section is the envs' own config
+(:class:`envs.config.EnvConfig`: ``env.name`` picks OpenAGI or the travel sandbox), so
+``envs.make(cfg.env)`` builds it. Adding a
 field is one line: ``name: type = default`` or, for a bounded number,
 ``name: int = num(default, ge=0)``. Reading, overriding, validating and saving a config is
 :mod:`rltf.config`.
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Literal, Optional
 
 from envs.config_fields import num
-from envs.openagi.config import OpenAGIEnvConfig
+from envs.config import EnvConfig
 
 
 @dataclass
@@ -65,6 +66,8 @@ class SftSettings:
     epochs: int = num(20, ge=0)
     lr: float = num(1e-3, gt=0)
     batch_size: int = num(16, gt=0)
+    # a step whose loss or gradient norm is not finite: stop with the step named, or skip it
+    on_nonfinite: Literal["stop", "skip"] = "stop"
 
 
 @dataclass
@@ -82,6 +85,9 @@ class RltfSettings:
     max_grad_norm: float = num(1.0, ge=0)  # 0 disables clipping
     eval_every: int = num(50, ge=0)  # 0: evaluate only at the end
     checkpoint_every: int = num(50, ge=0)  # 0: checkpoint only at the end
+    save_total_limit: int = num(2, ge=1)  # checkpoints kept (the newest; the one just written always stays)
+    # a step whose loss or gradient norm is not finite: stop with the step named, or skip it (no update)
+    on_nonfinite: Literal["stop", "skip"] = "stop"
     warmup_steps: int = num(0, ge=0)
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
 
@@ -117,7 +123,7 @@ class RunConfig:
     resume: bool = False
     overwrite: bool = False  # a fresh run into a folder that holds a run replaces it (else refused)
     planner: PlannerSettings = field(default_factory=PlannerSettings)
-    env: OpenAGIEnvConfig = field(default_factory=OpenAGIEnvConfig)  # envs/openagi/config.py
+    env: EnvConfig = field(default_factory=EnvConfig)  # envs/config.py (OpenAGI's keys + env.name, env.travel)
     sft: SftSettings = field(default_factory=SftSettings)
     rltf: RltfSettings = field(default_factory=RltfSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)

@@ -4,8 +4,8 @@ A recipe (``train/rltf.py`` the main job, ``train/sft.py``, ``train/evaluate.py`
 sequence of these calls, in the style of torchtune's recipes:
 
 * :func:`start` — the accelerator, the sharding mode as launched, the seed, the run folder;
-* :func:`build_envs` — the train and held-out envs from ``cfg.env`` (``envs.make_train_and_held_out``)
-  and the persisted split's tasks (:class:`Envs`);
+* :func:`build_envs` — the train and held-out envs from ``cfg.env`` (``envs.make_train_and_held_out``:
+  OpenAGI or the travel sandbox, as ``env.name`` says) and the persisted split's tasks (:class:`Envs`);
 * :func:`build_planner` — the configured planner on this process's device, sharded as launched;
 * :func:`fine_tune` — supervised fine-tuning on the train tasks' reference plans, saved;
   :func:`start_rltf_from_sft` — the planner RLTF starts from after it (the KL reference);
@@ -33,10 +33,8 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 import envs as env_factory
-from envs.openagi.env import OpenAGIEnv
-from envs.openagi.split import load_split
-from envs.openagi.tasks import Task
 from rltf import evaluate as ev
+from rltf.evaluate import Env, Task
 from rltf.checkpoint import prepare_run_folder
 from rltf.config import RunConfig, check_resume_config, config_to_yaml, save_config
 from rltf.distributed import Sharding, shard_planner, sharding_for
@@ -63,6 +61,7 @@ class Run:
     acc: Accelerator
     sharding: Sharding
     started: float
+    envs: "Envs | None" = None  # set by build_envs: what report() takes its table's columns from
 
     @property
     def run_dir(self) -> Path:
@@ -93,12 +92,12 @@ def start(cfg: RunConfig, *, write_config: bool = True) -> Run:
 # ------------------------------------------------------------------------------------- envs
 @dataclass
 class Envs:
-    """The run's envs and tasks: ``train`` scores a plan on ``env.samples_per_step`` samples,
-    ``held_out`` on all of a task's samples; ``splits`` maps train / validation / test to their
-    tasks (the persisted split, ``envs/openagi/splits/<suite>.json``)."""
+    """The run's envs and tasks: on OpenAGI ``train`` scores a plan on ``env.samples_per_step``
+    samples, ``held_out`` on all of a task's samples; ``splits`` maps train / validation / test to
+    their tasks (the persisted split, ``envs.split_ids``)."""
 
-    train: OpenAGIEnv
-    held_out: OpenAGIEnv
+    train: Env
+    held_out: Env
     splits: dict[str, list[Task]]
 
     def tasks(self, splits: Iterable[str]) -> list[Task]:
@@ -107,14 +106,18 @@ class Envs:
 
 
 def build_envs(run: Run) -> Envs:
-    """The train and held-out envs of ``cfg.env`` from the env factory (the full suite's data is
-    built once, by the main process; hf experts run on this process's GPU)."""
+    """The train and held-out envs of ``cfg.env`` from the env factory (OpenAGI's full suite data
+    is built once, by the main process; hf experts run on this process's GPU)."""
     cfg, acc = run.cfg, run.acc
-    train, held_out = env_factory.make_train_and_held_out(cfg.env, device=str(acc.device),
-                                                          build_guard=acc.main_process_first())
-    split = load_split(cfg.env.suite)
+    if cfg.env.name == "travel":
+        train, held_out = env_factory.make_train_and_held_out(cfg.env)
+    else:
+        train, held_out = env_factory.make_train_and_held_out(cfg.env, device=str(acc.device),
+                                                              build_guard=acc.main_process_first())
+    split = env_factory.split_ids(cfg.env)
     splits = {"train": train.tasks(), **{s: [held_out.get_task(i) for i in split[s]] for s in ("validation", "test")}}
-    return Envs(train, held_out, splits)
+    run.envs = Envs(train, held_out, splits)
+    return run.envs
 
 
 def few_shot_examples(cfg: RunConfig, envs: Envs) -> list[Task]:
@@ -127,10 +130,11 @@ def few_shot_examples(cfg: RunConfig, envs: Envs) -> list[Task]:
 # ---------------------------------------------------------------------------------- planner
 def build_planner(run: Run, envs: Envs) -> Planner:
     """The configured planner (``cfg.planner``) on this process's device, sharded as launched. The
-    embedded planner is built and saved once, by the main process; its tokenizer also learns the
-    names of tools registered from outside (``env.tools``)."""
+    embedded planner is built and saved once, by the main process; its tokenizer learns the env's
+    action space (OpenAGI: also the tools registered from outside, ``env.tools``; travel: the
+    sandbox's entity names) and the train tasks' texts."""
     with run.acc.main_process_first():
-        planner = load_planner(run.cfg.planner, tokenizer_texts_for(envs.train.registry))
+        planner = load_planner(run.cfg.planner, tokenizer_texts_for(envs.train))
     _place(run, planner)
     return planner
 
@@ -149,7 +153,8 @@ def fine_tune(run: Run, planner: Planner, envs: Envs, out_dir: Path) -> list[dic
     cfg, acc, sharding = run.cfg, run.acc, run.sharding
     history = supervised_finetune(planner, envs.train, envs.splits["train"], epochs=cfg.sft.epochs, lr=cfg.sft.lr,
                                   batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=acc,
-                                  progress=cfg.logging.progress_bar, sharding=sharding)
+                                  progress=cfg.logging.progress_bar, sharding=sharding,
+                                  on_nonfinite=cfg.sft.on_nonfinite)
     weights = sharding.full_state_dict(planner.model)  # every process takes part when sharded
     if acc.is_main_process:
         planner.save_pretrained(out_dir, state_dict=weights)
@@ -259,16 +264,23 @@ def evaluate_untrained(run: Run, planner: Planner, envs: Envs, tasks: Sequence[T
 
 # ----------------------------------------------------------------------------------- report
 def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task], *, title: str,
-           stem: str = "results", history: list[dict] | None = None) -> dict:
+           stem: str = "results", history: list[dict] | None = None, env: Env | None = None,
+           labels: dict[str, str] | None = None) -> dict:
     """The table of ``results`` (per metric family and overall, schemas in table order), written to
     ``<run_dir>/<stem>.md`` / ``<stem>.json``; with an RLTF ``history`` also
     ``rltf_history.json`` and ``rewards.png``. Prints the table, the run folder and, as the last
-    line, ``held-out overall: zero=… few=… finetuned=… rltf=… oracle=…`` (the schemas run).
+    line, ``held-out overall: zero=… few=… finetuned=… rltf=… oracle=…`` (the schemas run; on an
+    env with its own headline metric, e.g. travel's ``held-out final pass: finetuned=… rltf=…
+    solver=…``). ``env`` (the held-out env) gives the table's columns; ``labels`` rename rows.
     Returns the summary written to ``<stem>.json``."""
     cfg, acc = run.cfg, run.acc
     ordered = [results[s] for s in EVAL_SCHEMAS if s in results]
-    table = ev.results_table(ordered, tasks)
-    md = ev.table_markdown(table, title)
+    if env is None and run.envs is not None:
+        env = run.envs.held_out
+    table = ev.results_table(ordered, tasks, env)
+    oracle_name = getattr(env, "oracle_name", "oracle")
+    labels = {"oracle": oracle_name, **(labels or {})}
+    md = ev.table_markdown(table, title, labels)
     summary = {"table": table, "plans": {r.schema: r.plans for r in ordered},
                "scores": {r.schema: r.scores for r in ordered}, "seconds": time.perf_counter() - run.started}
     if acc.is_main_process:
@@ -278,9 +290,9 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
         if history is not None:
             write_json(run.run_dir / "rltf_history.json", history)
             plot_rewards(history, run.run_dir / "rewards.png", title=f"RLTF {cfg.run_name} (seed {cfg.seed})")
-    rows = table["rows"]
+    rows, column = table["rows"], ev.headline(env)
     run.log("\n" + md)
     run.log(f"run folder: {run.run_dir}  ({summary['seconds']:.0f}s)")
-    run.log("held-out overall: " + " ".join(
-        f"{s}={rows[s]['overall']:.4f}" for s in LAST_LINE_SCHEMAS if s in rows))
+    run.log(f"held-out {column}: " + " ".join(
+        f"{oracle_name if s == 'oracle' else s}={rows[s][column]:.4f}" for s in LAST_LINE_SCHEMAS if s in rows))
     return summary

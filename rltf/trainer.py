@@ -34,11 +34,10 @@ from tqdm.auto import tqdm
 
 from constrained_decoding.decode import sample_plans
 from constrained_decoding.logprobs import plan_logprobs
-from envs.openagi.env import OpenAGIEnv
 from rltf.baselines import Baseline, normalize
 from rltf.checkpoint import ENGINE_DIR, MODEL_DIR, STATE_FILE, latest_checkpoint, load_state, save_checkpoint
 from rltf.config import RunConfig, check_resume_config, config_to_yaml
-from rltf.distributed import Sharding
+from rltf.distributed import Sharding, advance_schedule
 from rltf.optim import make_optimizer
 from rltf.planner import Planner
 from rltf.reference import ReferencePolicy
@@ -52,12 +51,21 @@ class StepBatch:
     plans: list[str]
     rewards: np.ndarray
     advantages: np.ndarray  # after the baseline and the regularisers: the loss weights
-    signatures: list
+    signatures: list  # OpenAGI: each task's (inputs, target); None for envs without them
     prompts: list[str]
 
 
+class NonFiniteLossError(FloatingPointError):
+    """A training step's loss or gradient norm is NaN or infinite (``on_nonfinite: stop``)."""
+
+
 class RLTFTrainer:
-    def __init__(self, cfg: RunConfig, planner: Planner, env: OpenAGIEnv, accelerator,
+    """The RLTF loop on any env with the trainer's interface (OpenAGI's, the travel sandbox's):
+    ``env.tasks()``, ``env.get_task(id)`` (tasks with ``id`` and ``description``),
+    ``env.grammar(tokenizer, task)``, ``env.reward_plans(pairs, rng=...)`` (results with
+    ``reward``, ``valid``, ``plan_text``, ``sample_errors``) and ``env.cache_stats()``."""
+
+    def __init__(self, cfg: RunConfig, planner: Planner, env, accelerator,
                  tracker=None, evaluate: Callable[[Planner], dict[str, float]] | None = None,
                  sharding: Sharding | None = None):
         self.cfg, self.rl = cfg, cfg.rltf
@@ -95,7 +103,7 @@ class RLTFTrainer:
         drawn = rng.choice(self.train_ids, size=rl.tasks_per_batch, replace=replace).tolist()
         tasks = [env.get_task(i) for i in drawn[acc.process_index :: acc.num_processes]]
         prompts = [t.description for t in tasks]  # the decoder formats them (format_prompt)
-        sigs = [(t.inputs, t.target) for t in tasks]
+        sigs = [(t.inputs, t.target) if hasattr(t, "inputs") else None for t in tasks]
         grammars = [env.grammar(self.planner.tokenizer, t) for t in tasks]  # the env's valid plans
 
         # 2. K plans per task sampled from the constrained policy
@@ -131,9 +139,18 @@ class RLTFTrainer:
         shaped = torch.as_tensor(shaped, dtype=torch.float32)
         loss = -(shaped.to(logp.device) * logp).mean()
 
-        # 6. update
-        self.sharding.backward(loss)
-        grad_norm = self.sharding.clip_and_step(self.model, self.optimizer, self.scheduler, rl.max_grad_norm)
+        # 6. update (a non-finite loss or gradient norm stops the run with the step named, or skips the step)
+        # (decided on every process's loss: the processes must agree on whether to run the backward)
+        worst = float(loss.detach()) if self.acc.num_processes == 1 else float(
+            self._gather(np.array([float(loss.detach())])).sum())
+        skipped = self._nonfinite("loss", worst)
+        grad_norm = float("nan")
+        if skipped:
+            advance_schedule(self.scheduler)  # the schedule stays aligned with the step count
+        else:
+            self.sharding.backward(loss)
+            grad_norm = self.sharding.clip_and_step(self.model, self.optimizer, self.scheduler, rl.max_grad_norm)
+            skipped = self._nonfinite("gradient norm", float(grad_norm))  # (the step was not applied)
         self.step += 1
         texts = [r.plan_text for r in results]  # (the env formatted each valid plan once)
         self.last_batch = StepBatch([t.id for t, *_ in flat], texts, rewards,
@@ -153,10 +170,23 @@ class RLTFTrainer:
             "train/distinct_plans": len({(t.id, text) for (t, *_), text in zip(flat, texts)}) / len(flat),
             "train/logprob_mismatch": float((sampled_lp - logp_d).abs().max()),
             "train/grad_norm": grad_norm,
+            "train/skipped": float(skipped),
             "train/lr": self.scheduler.get_last_lr()[0],
             "train/cache_hit_rate": stats.hit_rate if stats else 0.0,
             "train/plans_per_s": len(flat) * acc.num_processes / (time.perf_counter() - t0),
         }
+
+    def _nonfinite(self, what: str, value: float) -> bool:
+        """True when ``value`` is NaN/inf and ``on_nonfinite: skip`` (the step is skipped, warned);
+        raises :class:`NonFiniteLossError` naming the step under ``stop``."""
+        if math.isfinite(value):
+            return False
+        message = (f"non-finite {what} at RLTF step {self.step + 1} ({value}): the policy diverged; lower "
+                   f"rltf.lr (now {self.rl.lr:g}) or set rltf.on_nonfinite=skip to skip such steps")
+        if self.rl.on_nonfinite == "stop":
+            raise NonFiniteLossError(message)
+        warnings.warn(message.replace("the policy diverged", "step skipped"), RuntimeWarning, stacklevel=3)
+        return True
 
     def _check_experts(self, results) -> float:
         """The fraction of executed samples (of valid plans) that an expert failed on; a loud
@@ -243,7 +273,7 @@ class RLTFTrainer:
         self.acc.wait_for_everyone()
         if self.acc.is_main_process:
             save_checkpoint(self.cfg.run_dir / "rltf", self.step, self.planner, state, model_state=weights,
-                            extra_dirs={ENGINE_DIR: engine} if engine else None)
+                            extra_dirs={ENGINE_DIR: engine} if engine else None, keep=self.rl.save_total_limit)
         self.acc.wait_for_everyone()
 
     def resume(self) -> bool:

@@ -43,7 +43,9 @@ def run(cfg: RunConfig) -> dict:
     history = stages.train_rltf(job, planner, envs)
     results |= stages.evaluate(job, {"rltf", "reference", "oracle"} & set(cfg.eval.schemas), planner, envs, tasks)
     title = f"held-out ({'+'.join(dict.fromkeys(cfg.eval.splits))}) tasks, run {cfg.run_name}, seed {cfg.seed}"
-    return stages.report(job, results, tasks, title=title, history=history)
+    # without SFT the "finetuned" row is the initial planner under constrained beam search
+    labels = None if cfg.sft.enabled else {"finetuned": "initial (no SFT)"}
+    return stages.report(job, results, tasks, title=title, history=history, labels=labels)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -42,8 +42,13 @@ from envs.travel.evaluator import PlanEvaluation, TravelEvaluator, summarize
 from envs.travel.index import SandboxIndex
 from envs.travel.plans import format_plan
 from envs.travel.query import TravelQuery
+from envs.travel.tasks import TravelTask
 
 CHARSET = frozenset(string.printable)
+# summarize()'s keys -> the results table's columns, in the benchmark's order
+TABLE_COLUMNS = {"delivery_rate": "delivery", "commonsense_micro": "commonsense micro",
+                 "commonsense_macro": "commonsense macro", "hard_micro": "hard micro",
+                 "hard_macro": "hard macro", "final_pass": "final pass"}
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,10 @@ class TravelResult:
     def error(self) -> str | None:
         return self.evaluation.error
 
+    @property
+    def sample_errors(self) -> tuple[()]:
+        return ()  # nothing is executed (OpenAGI's results list the experts that failed per sample)
+
     def info(self) -> dict[str, Any]:
         ev = self.evaluation
         return {
@@ -93,6 +102,8 @@ class TravelResult:
 
 class TravelPlannerEnv(gym.Env):
     metadata = {"render_modes": ["ansi"]}
+    headline = "final pass"  # the results table column a run's last line reports
+    oracle_name = "solver"  # what this env's oracle is (the exact solver's plans)
 
     def __init__(
         self,
@@ -106,6 +117,8 @@ class TravelPlannerEnv(gym.Env):
         queries: Sequence[TravelQuery] | None = None,
         render_mode: str | None = None,
         max_attractions: int = 2,
+        index: SandboxIndex | None = None,
+        query_ids: Sequence[int] | None = None,
     ):
         from envs.travel.split import SPLITS
 
@@ -115,7 +128,7 @@ class TravelPlannerEnv(gym.Env):
             from envs.travel.queries import load_hub_queries
             from envs.travel.sandbox import load_database
 
-            self.index = SandboxIndex(load_database(database_dir))
+            self.index = index or SandboxIndex(load_database(database_dir))
             all_q = list(queries) if queries is not None else load_hub_queries(
                 queries_source or "osunlp/TravelPlanner", queries_split)
             self.query_ids = [q.id for q in all_q]  # the hub split is the split
@@ -123,13 +136,21 @@ class TravelPlannerEnv(gym.Env):
             from envs.travel.queries import default_queries
             from envs.travel.split import load_split
 
-            self.index, default = default_queries(seed)
+            if index is not None and queries is not None:
+                self.index, default = index, list(queries)
+            else:
+                self.index, default = default_queries(seed)
             all_q = list(queries) if queries is not None else default
             if queries is not None or split == "all":
                 self.query_ids = [q.id for q in all_q]
             else:
                 self.query_ids = load_split(seed)[split]
         self.queries_by_id = {q.id: q for q in all_q}
+        if query_ids is not None:  # an explicit selection (the factory's split / day / level filter)
+            unknown = [i for i in query_ids if i not in self.queries_by_id]
+            if unknown:
+                raise ValueError(f"query ids {unknown[:5]} are not among the env's {len(all_q)} queries")
+            self.query_ids = list(query_ids)
         self.split = split
         if isinstance(reward_weights, dict):
             reward_weights = RewardWeights(**reward_weights)
@@ -144,6 +165,7 @@ class TravelPlannerEnv(gym.Env):
         self._solver = None
         self.max_attractions = int(max_attractions)
         self._grammars: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._tasks: dict[int, TravelTask] = {}
 
     # -------------------------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -177,7 +199,9 @@ class TravelPlannerEnv(gym.Env):
     def get_query(self, query: int | str | TravelQuery) -> TravelQuery:
         if isinstance(query, TravelQuery):
             return query
-        if isinstance(query, (int, np.integer)) and int(query) in self.queries_by_id:
+        if isinstance(query, TravelTask):
+            return query.query
+        if isinstance(query, (int, np.integer)) and not isinstance(query, bool) and int(query) in self.queries_by_id:
             return self.queries_by_id[int(query)]
         if isinstance(query, str):
             for q in self.queries_by_id.values():
@@ -189,8 +213,10 @@ class TravelPlannerEnv(gym.Env):
     def queries(self) -> list[TravelQuery]:
         return [self.queries_by_id[i] for i in self.query_ids]
 
-    def reward_plans(self, pairs: Sequence[tuple[int | str | TravelQuery, Any]]) -> list[TravelResult]:
-        """Score (query, plan) pairs; plans are text (or lists of day records). Never raises on a plan."""
+    def reward_plans(self, pairs: Sequence[tuple[int | str | TravelQuery | TravelTask, Any]],
+                     rng: np.random.Generator | None = None) -> list[TravelResult]:
+        """Score (query, plan) pairs; plans are text (or lists of day records). Never raises on a plan.
+        (``rng`` is accepted for the trainer's env interface: the evaluator draws nothing.)"""
         out = []
         for qref, plan in pairs:
             q = self.get_query(qref)
@@ -202,6 +228,55 @@ class TravelPlannerEnv(gym.Env):
             text = plan if isinstance(plan, str) else _safe_format(plan)
             out.append(TravelResult(q.id, text, self.weights.reward(ev), ev))
         return out
+
+    # ------------------------------------------------------------- the trainer's env interface
+    def get_task(self, query: int | str | TravelQuery | TravelTask) -> TravelTask:
+        """The query as a planning task (its text, and the solver's plan as the reference)."""
+        q = self.get_query(query)
+        if q.id not in self._tasks:
+            self._tasks[q.id] = TravelTask(q, self.reference_plan(q))
+        return self._tasks[q.id]
+
+    def tasks(self) -> list[TravelTask]:
+        """This env's queries (its split) as planning tasks."""
+        return [self.get_task(i) for i in self.query_ids]
+
+    def cache_stats(self) -> None:
+        return None  # nothing is executed: the evaluator reads the sandbox's tables
+
+    def tokenizer_texts(self, query_ids: Sequence[int] | None = None) -> list[str]:
+        """Texts an embedded planner's tokenizer is trained on: the texts of ``query_ids`` (the
+        train queries: no held-out query reaches the tokenizer) and the action space -- every
+        entity and transport string of the sandbox a plan may name, the routes' city names and
+        the slot prefixes."""
+        from envs.travel.grammar import SLOT_FIELDS, slot_text
+        from envs.travel.text import entity, flight_text, ground_text
+
+        ids = self.query_ids if query_ids is None else query_ids
+        texts = [self.get_query(i).query for i in ids]
+        ix = self.index
+        for city in sorted(ix.city_state):
+            texts.append(city)
+            texts += [entity(r.name, city) for r in ix.restaurants.in_city(city)]
+            texts += [entity(a.name, city) for a in ix.attractions.in_city(city)]
+            texts += [entity(h.name, city) for h in ix.hotels.in_city(city)]
+        for q in (self.get_query(i) for i in ids):
+            c = self.candidates(q)
+            texts += [t for per_day in c.transport.values() for opts in per_day.values() for t in opts]
+        texts += [slot_text(1, "from A to B", f, "-") for f in SLOT_FIELDS]
+        return list(dict.fromkeys(texts))
+
+    def table_columns(self, tasks: Sequence[TravelTask], plans: dict[int, str]) -> dict[str, float]:
+        """The benchmark's metrics of one planner's plans for ``tasks`` (what a results table shows)."""
+        m = self.metrics([(t, plans[t.id]) for t in tasks])
+        return {TABLE_COLUMNS[k]: float(m[k]) for k in TABLE_COLUMNS}
+
+    def oracle(self, task: int | TravelTask) -> tuple[str, float]:
+        """The solver's plan and its reward (the upper bound a planner is measured against)."""
+        t = self.get_task(task)
+        if t.reference_plan is None:
+            return "", 0.0
+        return t.reference_plan, self.reward_plans([(t, t.reference_plan)])[0].reward
 
     def metrics(self, pairs: Sequence[tuple[int | str | TravelQuery, Any]]) -> dict[str, float]:
         """The official metrics (delivery, commonsense / hard micro and macro, final pass)."""
