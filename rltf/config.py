@@ -202,9 +202,6 @@ def validate_config(cfg: RunConfig) -> None:
     if p.embedded.d_model % p.embedded.num_heads:
         raise ConfigError(f"'planner.embedded.d_model' ({p.embedded.d_model}) must be divisible by "
                           f"'planner.embedded.num_heads' ({p.embedded.num_heads})")
-    if p.model == "embedded" and p.arch == "causal":
-        raise ConfigError("'planner.arch' is 'causal' but 'planner.model' is 'embedded' (a T5 encoder-decoder); "
-                          "use arch=auto or seq2seq")
     if p.load_in_4bit and not p.lora.enabled:
         raise ConfigError("'planner.load_in_4bit' is true but 'planner.lora.enabled' is false: 4-bit weights "
                           "cannot be fine-tuned directly (QLoRA trains a LoRA adapter on them)")

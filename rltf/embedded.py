@@ -1,14 +1,27 @@
-"""The embedded planner: a small random T5 with a tokenizer trained locally, built once per settings.
+"""The embedded planner: a small random T5 or LLaMA with a tokenizer trained locally, built once per settings.
 
-``planner.model: embedded`` (:func:`rltf.planner_loading.load_planner`) builds a small T5 from
+``planner.model: embedded`` (:func:`rltf.planner_loading.load_planner`) builds a small model from
 ``planner.embedded`` with a tokenizer trained on the task texts (:mod:`rltf.tokenizer`), saves it
 under ``<embedded.dir>/<fingerprint>/`` on first use and reloads it from there afterwards. The
-fingerprint covers the settings, the seed and the tokenizer texts, so the same config + seed
-always gives the same weights.
+fingerprint covers the architecture, the settings, the seed and the tokenizer texts, so the same
+config + seed always gives the same weights.
+
+Two architectures, the same shape settings (``d_model`` hidden size, ``num_layers``, ``num_heads``,
+``d_ff`` feed-forward size) and the same trained vocabulary:
+
+* ``planner.arch: auto`` / ``seq2seq`` — a T5 encoder-decoder (``num_layers`` encoder and decoder
+  layers each), tokenizer T5-shaped (``</s>`` appended to every text, padding on the right);
+* ``planner.arch: causal`` — a LLaMA-style decoder-only ``LlamaForCausalLM`` (``num_layers``
+  layers, RoPE, SwiGLU, tied embeddings). Its tokenizer is the same BPE with LLaMA's conventions
+  (:func:`causal_tokenizer`): a ``<s>`` BOS token prepended instead of ``</s>`` appended,
+  ``"\\n"`` a token of its own (the ``"\\nPlan:"`` separator of causal prompts,
+  :func:`constrained_decoding.prompts.format_prompt`; the BPE alphabet has no whitespace), padding
+  on the LEFT with ``<pad>``; ``</s>`` ends a plan.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import warnings
@@ -17,26 +30,66 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from transformers import T5Config, T5ForConditionalGeneration
+from tokenizers import AddedToken, processors
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
 
 from envs.atomic import atomic_dir
 from rltf.config import EmbeddedSettings
 from rltf.planner import FORMAT_VERSION, PLANNER_FILE, Planner
-from rltf.tokenizer import default_tokenizer_texts, train_plan_tokenizer
+from rltf.tokenizer import EOS, PAD, UNK, default_tokenizer_texts, train_plan_tokenizer
+
+EMBEDDED_ARCHS = ("seq2seq", "causal")
+BOS = "<s>"
+NEWLINE = "\n"
 
 
-def embedded_fingerprint(settings: EmbeddedSettings, texts: Sequence[str]) -> str:
-    """Names the embedded planner built from these settings, seed and tokenizer texts."""
+def embedded_arch(arch: str) -> str:
+    """The embedded planner's architecture for ``planner.arch`` (``auto`` means the T5)."""
+    if arch == "auto":
+        return "seq2seq"
+    if arch not in EMBEDDED_ARCHS:
+        raise ValueError(f"planner.arch={arch!r}: the embedded planner is 'seq2seq' (T5) or 'causal' (LLaMA)")
+    return arch
+
+
+def embedded_fingerprint(settings: EmbeddedSettings, texts: Sequence[str], arch: str = "seq2seq") -> str:
+    """Names the embedded planner built from these settings, seed, tokenizer texts and architecture
+    (the T5's names are those of the builds made before the causal planner existed)."""
+    arch = embedded_arch(arch)
     spec = {k: v for k, v in asdict(settings).items() if k != "dir"}
-    h = hashlib.sha256(json.dumps({"v": FORMAT_VERSION, "spec": spec, "texts": list(texts)}, sort_keys=True).encode())
-    return f"t5-d{settings.d_model}-l{settings.num_layers}-s{settings.seed}-{h.hexdigest()[:10]}"
+    key = {"v": FORMAT_VERSION, "spec": spec, "texts": list(texts)}
+    if arch == "causal":
+        key["arch"] = arch
+    h = hashlib.sha256(json.dumps(key, sort_keys=True).encode())
+    family = "t5" if arch == "seq2seq" else "llama"
+    return f"{family}-d{settings.d_model}-l{settings.num_layers}-s{settings.seed}-{h.hexdigest()[:10]}"
 
 
-def build_embedded_planner(settings: EmbeddedSettings, tokenizer_texts: Sequence[str] | None = None) -> Planner:
-    """A fresh small T5 and its locally trained tokenizer, in memory. The weights depend only on
-    the settings (seed included) and the texts; the global RNG is left untouched."""
+def causal_tokenizer(tokenizer: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
+    """The plan tokenizer (:func:`rltf.tokenizer.train_plan_tokenizer`) with LLaMA's conventions
+    for a decoder-only planner: ``<s>`` (BOS, the next id) prepended to every text instead of
+    ``</s>`` appended, ``"\\n"`` one token (the next id after it) instead of ``<unk>``, padding on
+    the left; the BPE pieces and the ids of ``<pad>``, ``</s>``, ``<unk>`` are unchanged."""
+    backend = copy.deepcopy(tokenizer.backend_tokenizer)
+    backend.add_special_tokens([AddedToken(BOS, special=True, normalized=False)])
+    backend.add_tokens([AddedToken(NEWLINE, special=False, normalized=False)])
+    bos_id = backend.token_to_id(BOS)
+    backend.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B",
+                                                           special_tokens=[(BOS, bos_id)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=BOS, eos_token=EOS, pad_token=PAD,
+                                   unk_token=UNK, padding_side="left", model_max_length=tokenizer.model_max_length)
+
+
+def build_embedded_planner(settings: EmbeddedSettings, tokenizer_texts: Sequence[str] | None = None, *,
+                           arch: str = "seq2seq") -> Planner:
+    """A fresh small T5 (``arch`` seq2seq / auto) or LLaMA (causal) and its locally trained
+    tokenizer, in memory. The weights depend only on the settings (seed included), the texts and
+    the architecture; the global RNG is left untouched."""
+    arch = embedded_arch(arch)
     texts = list(tokenizer_texts) if tokenizer_texts is not None else default_tokenizer_texts()
     tokenizer = train_plan_tokenizer(texts, settings.vocab_size)
+    if arch == "causal":
+        return _build_causal(settings, causal_tokenizer(tokenizer))
     config = T5Config(
         vocab_size=len(tokenizer), d_model=settings.d_model, d_kv=settings.d_model // settings.num_heads,
         d_ff=settings.d_ff, num_layers=settings.num_layers, num_decoder_layers=settings.num_layers,
@@ -51,14 +104,33 @@ def build_embedded_planner(settings: EmbeddedSettings, tokenizer_texts: Sequence
     return Planner(model, tokenizer, True, source="embedded")
 
 
-def ensure_embedded_planner(settings: EmbeddedSettings, tokenizer_texts: Sequence[str] | None = None) -> Path:
-    """The directory of the embedded planner for these settings, built and saved on first use.
+def _build_causal(settings: EmbeddedSettings, tokenizer: PreTrainedTokenizerFast) -> Planner:
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=settings.d_model, intermediate_size=settings.d_ff,
+        num_hidden_layers=settings.num_layers, num_attention_heads=settings.num_heads,
+        num_key_value_heads=settings.num_heads, max_position_embeddings=1024,
+        attention_dropout=settings.dropout, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(settings.seed)
+        model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.eval()
+    return Planner(model, tokenizer, False, source="embedded")
+
+
+def ensure_embedded_planner(settings: EmbeddedSettings, tokenizer_texts: Sequence[str] | None = None, *,
+                            arch: str = "seq2seq") -> Path:
+    """The directory of the embedded planner for these settings and architecture (``seq2seq``:
+    the T5, ``causal``: the LLaMA), built and saved on first use.
 
     Written to a temporary sibling and renamed into place, so concurrent processes (DDP ranks)
     never see a half-written folder; they build identical weights, and the first rename wins."""
+    arch = embedded_arch(arch)
     texts = list(tokenizer_texts) if tokenizer_texts is not None else default_tokenizer_texts()
     root = Path(settings.dir).expanduser()
-    target = root / embedded_fingerprint(settings, texts)
+    target = root / embedded_fingerprint(settings, texts, arch)
     damaged = False
     if (target / PLANNER_FILE).is_file():
         try:
@@ -68,11 +140,11 @@ def ensure_embedded_planner(settings: EmbeddedSettings, tokenizer_texts: Sequenc
             damaged = True
             warnings.warn(f"the embedded planner built at {target} is damaged ({type(exc).__name__}: "
                           f"{_first_line(exc)}); rebuilding it", RuntimeWarning, stacklevel=2)
-    planner = build_embedded_planner(settings, texts)
+    planner = build_embedded_planner(settings, texts, arch=arch)
     with atomic_dir(target, replace=damaged, complete_marker=PLANNER_FILE) as tmp:
         planner.save_pretrained(tmp)
         meta = json.loads((tmp / PLANNER_FILE).read_text())
-        meta["embedded"] = {k: v for k, v in asdict(settings).items() if k != "dir"}
+        meta["embedded"] = {k: v for k, v in asdict(settings).items() if k != "dir"} | {"arch": arch}
         (tmp / PLANNER_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     return target
 

@@ -2,7 +2,8 @@
 
 :func:`load_planner` turns a config section into a planner:
 
-* ``model: embedded`` builds (once) and loads the small T5 of :mod:`rltf.embedded`;
+* ``model: embedded`` builds (once) and loads the small planner of :mod:`rltf.embedded`: a T5
+  (``arch: auto`` / ``seq2seq``) or a LLaMA-style decoder-only model (``arch: causal``);
 * otherwise ``model`` is a hub id or a local directory holding a full model (``config.json``) or a
   LoRA adapter (``adapter_config.json``, base found from ``rltf_planner.json`` or the adapter's
   own ``base_model_name_or_path``). Encoder-decoder vs decoder-only comes from the model's
@@ -30,7 +31,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from rltf.config import LoraSettings, PlannerSettings
-from rltf.embedded import ensure_embedded_planner
+from rltf.embedded import embedded_arch, ensure_embedded_planner
 from rltf.hf_models import PlannerError, dir_kind, load_model, load_tokenizer, require_4bit, resolve_source
 from rltf.planner import Planner, sync_pad
 
@@ -50,10 +51,9 @@ def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | Non
     if s.load_in_4bit:
         require_4bit()
     if s.model == "embedded":
-        if s.arch == "causal":
-            raise PlannerError("planner.arch='causal' but the embedded planner is a T5 encoder-decoder")
-        path = ensure_embedded_planner(s.embedded, tokenizer_texts)
-        planner = Planner.from_pretrained(path, dtype=s.dtype, load_in_4bit=s.load_in_4bit)
+        arch = embedded_arch(s.arch)
+        path = ensure_embedded_planner(s.embedded, tokenizer_texts, arch=arch)
+        planner = Planner.from_pretrained(path, dtype=s.dtype, load_in_4bit=s.load_in_4bit, arch=arch)
         planner.source = str(path)
     else:
         kind, where = resolve_source(s.model)

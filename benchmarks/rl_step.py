@@ -1,0 +1,231 @@
+"""Benchmark: one RL step of rltf (``RLTFTrainer.train_step``) against one step of TRL's GRPOTrainer.
+
+The same planner — the embedded causal planner (:mod:`rltf.embedded`, ``planner.arch=causal``: a
+LLaMA, hidden 128, 2 layers, by default), two copies of the same weights — the same prompts (each
+repeat, the tasks RLTF drew are GRPO's prompts) and the same number of completions
+(``--tasks`` x ``--k``), timed in the same run, methods taking turns; each has its own train env
+(the same config, its own execution cache), so neither reuses the other's executions.
+
+Phases, where both expose them:
+
+* ``generation`` — rltf: :func:`constrained_decoding.sample_plans` (constrained sampling, row by
+  row); TRL: ``GRPOTrainer._generate`` (tokenise, ``model.generate`` with unconstrained sampling
+  up to ``max_completion_length`` = ``planner.max_plan_tokens`` tokens or EOS, decode);
+* ``reward`` — ``env.reward_plans`` of all completions (TRL: inside the reward function);
+* ``update`` — the rest of the step. rltf: teacher-forced log π_c of the plans with gradients,
+  loss, backward, clip, AdamW step. TRL: the rest of ``_generate_and_score_completions`` (padding,
+  group advantages) plus ``training_step`` (forward with gradients, loss, backward) and the
+  trainer loop's clip + AdamW step + scheduler step.
+
+The TRL step is the trainer's own pieces called in its loop's order (``training_step`` on the
+generation batch: ``_prepare_inputs`` -> ``_generate_and_score_completions``, then loss and backward;
+clip; ``optimizer.step``; scheduler step), with GRPO's
+settings from :func:`rltf.grpo.grpo_args` (the RLTF config's lr / temperature / batch).
+
+Warm start (``--warm-start``): ``text`` (default) fine-tunes the planner for ``--sft-epochs`` with the
+unconstrained NLL of the reference plans (:func:`rltf.grpo.text_finetune`), so both methods sample
+plan-like text of similar length; ``constrained`` uses rltf's SFT (TRL then samples
+``max_plan_tokens`` tokens of near-uniform text, see :mod:`rltf.grpo`); ``none``: random weights.
+
+    python benchmarks/rl_step.py [--repeats 5] [--warmup 1] [--tasks 8] [--k 8] [--threads 1]
+
+Times are medians over ``--repeats`` (after ``--warmup`` untimed steps of each). The last line is
+``rltf/grpo step time: <ratio>`` (median total step time of rltf over TRL's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ.setdefault(_var, "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+PHASES = ("generation", "reward", "update")
+
+
+class Clock:
+    """Accumulates wall time per (method, phase) of the step being timed."""
+
+    def __init__(self):
+        self.method: str | None = None
+        self.step: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def phase(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.step[name] += time.perf_counter() - t0
+
+    def wrap(self, fn, name: str):
+        def timed(*args, **kwargs):
+            with self.phase(name):
+                return fn(*args, **kwargs)
+        return timed
+
+    def start(self) -> None:
+        self.step = defaultdict(float)
+
+
+def build(args, tmp: Path):
+    """Config, the warm-started planner (two copies), the two train envs, the RLTF and TRL trainers."""
+    import envs
+    import rltf.trainer as rltf_trainer
+    from rltf.config import load_config
+    from rltf.embedded import build_embedded_planner
+    from rltf.grpo import GrpoSettings, make_grpo_trainer, text_finetune
+
+    cfg = load_config([f"output_dir={tmp}", "run_name=bench", "planner.arch=causal", f"seed={args.seed}",
+                       f"rltf.tasks_per_batch={args.tasks}", f"rltf.k_samples={args.k}", f"rltf.steps={10**6}",
+                       "rltf.entropy_coef=0", "rltf.eval_every=0", "logging.progress_bar=false",
+                       f"planner.embedded.d_model={args.d_model}", f"planner.embedded.num_layers={args.layers}",
+                       f"planner.embedded.d_ff={2 * args.d_model}", f"planner.max_plan_tokens={args.max_tokens}"])
+    env_rltf, _ = envs.make_train_and_held_out(cfg.env)
+    env_grpo, _ = envs.make_train_and_held_out(cfg.env)
+    planner = build_embedded_planner(cfg.planner.embedded, arch="causal")
+    if args.warm_start == "text" and args.sft_epochs:
+        text_finetune(planner, env_rltf.tasks(), epochs=args.sft_epochs, lr=cfg.sft.lr,
+                      batch_size=cfg.sft.batch_size, seed=cfg.seed)
+    elif args.warm_start == "constrained" and args.sft_epochs:
+        from accelerate import Accelerator
+
+        from rltf.sft import supervised_finetune
+
+        supervised_finetune(planner, env_rltf, env_rltf.tasks(), epochs=args.sft_epochs, lr=cfg.sft.lr,
+                            batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=Accelerator(cpu=True),
+                            progress=False)
+    planner.model.eval()
+    twin = copy.deepcopy(planner)
+
+    clock = Clock()
+    grpo, reward = make_grpo_trainer(cfg, twin, env_grpo, env_grpo.tasks(), tmp / "grpo", GrpoSettings())
+    grpo.create_optimizer_and_scheduler(num_training_steps=10**6)
+    grpo.current_gradient_accumulation_steps = 1  # what the trainer loop sets for one batch per step
+    rl = rltf_trainer.RLTFTrainer(cfg, planner, env_rltf, grpo.accelerator)
+
+    # phase timers: rltf's sampler (module global of rltf.trainer, restored by run()) and each env's
+    # reward_plans; TRL's _generate
+    rltf_trainer.sample_plans = clock.wrap(rltf_trainer.sample_plans, "generation")
+    for env in (env_rltf, env_grpo):
+        env.reward_plans = clock.wrap(env.reward_plans, "reward")
+    grpo._generate = clock.wrap(grpo._generate, "generation")
+    return cfg, rl, grpo, reward, clock
+
+
+def grpo_step(grpo, task_ids: list[int], k: int, prompt_of) -> dict:
+    """One optimiser step of TRL's GRPOTrainer on these prompts (its training loop's pieces)."""
+    model = grpo.model
+    model.train()
+    rows = [{"prompt": prompt_of[t], "task_id": t} for t in task_ids for _ in range(k)]  # RepeatSampler order
+    # training_step: _prepare_inputs -> _generate_and_score_completions (generate, reward, advantages),
+    # then compute_loss (forward with gradients) and backward
+    loss = grpo.training_step(model, rows, None)
+    grpo.accelerator.clip_grad_norm_(model.parameters(), grpo.args.max_grad_norm)
+    grpo.optimizer.step()
+    grpo.lr_scheduler.step()
+    model.zero_grad(set_to_none=True)
+    grpo.state.global_step += 1
+    return {"loss": float(loss.detach())}
+
+
+def timed(clock: Clock, fn) -> dict[str, float]:
+    clock.start()
+    t0 = time.perf_counter()
+    fn()
+    total = time.perf_counter() - t0
+    out = {p: clock.step.get(p, 0.0) for p in ("generation", "reward")}
+    out["update"] = total - out["generation"] - out["reward"]
+    out["total"] = total
+    return out
+
+
+def run(args) -> dict:
+    torch.set_num_threads(args.threads)
+    import rltf.trainer as rltf_trainer
+
+    sampler = rltf_trainer.sample_plans
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            result = _measure(args, Path(tmp))
+        finally:
+            rltf_trainer.sample_plans = sampler
+    return _report(args, *result)
+
+
+def _measure(args, tmp: Path):
+    from constrained_decoding.prompts import format_prompt
+
+    cfg, rl, grpo, reward, clock = build(args, tmp)
+    prompt_of = {t.id: format_prompt(t.description, False) for t in rl.env.tasks()}
+    times: dict[str, list[dict]] = {"rltf": [], "grpo": []}
+    plans: dict[str, list[float]] = {"rltf": [], "grpo": []}
+    for r in range(args.warmup + args.repeats):
+        rltf_t = timed(clock, rl.train_step)
+        flat = rl.last_batch.task_ids
+        drawn = flat[:: cfg.rltf.k_samples]  # the tasks RLTF drew, in order
+        grpo_t = timed(clock, lambda d=drawn: grpo_step(grpo, d, cfg.rltf.k_samples, prompt_of))
+        if r >= args.warmup:
+            times["rltf"].append(rltf_t)
+            times["grpo"].append(grpo_t)
+        plans["rltf"].append(float(rl.last_batch.rewards.mean()))
+        plans["grpo"].append(float(sum(reward.calls[-1].rewards) / len(reward.calls[-1].rewards)))
+    valid = sum(sum(c.valid) for c in reward.calls) / sum(len(c.valid) for c in reward.calls)
+    lengths = grpo._metrics["train"].get("completions/mean_length", [])
+    return times, plans, valid, lengths
+
+
+def _report(args, times, plans, valid, lengths) -> dict:
+    med = {m: {p: statistics.median(x[p] for x in ts) for p in (*PHASES, "total")} for m, ts in times.items()}
+    n = args.tasks * args.k
+    print(f"one RL step, {args.tasks} prompts x {args.k} completions = {n} plans; embedded causal planner "
+          f"(hidden {args.d_model}, {args.layers} layers), warm start {args.warm_start} ({args.sft_epochs} epochs); "
+          f"{args.threads} torch thread(s); median of {args.repeats} repeats after {args.warmup} warm-up")
+    print(f"TRL completions: {valid:.2f} valid plans, mean length "
+          f"{statistics.mean(lengths) if lengths else float('nan'):.1f} tokens; mean train reward "
+          f"rltf {statistics.mean(plans['rltf']):.3f}, grpo {statistics.mean(plans['grpo']):.3f}")
+    print()
+    print("| phase | rltf (s) | TRL GRPO (s) | rltf/grpo |")
+    print("|---|---|---|---|")
+    for p in (*PHASES, "total"):
+        a, b = med["rltf"][p], med["grpo"][p]
+        print(f"| {p} | {a:.3f} | {b:.3f} | {a / b if b > 0 else float('nan'):.2f} |")
+    policy = {m: med[m]["total"] - med[m]["reward"] for m in med}
+    print()
+    print(f"without the reward (policy compute only): rltf/grpo {policy['rltf'] / policy['grpo']:.2f}")
+    ratio = med["rltf"]["total"] / med["grpo"]["total"]
+    print(f"rltf/grpo step time: {ratio:.2f}")
+    return {"median": med, "ratio": ratio, "valid": valid}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--tasks", type=int, default=8, help="prompts per step (rltf.tasks_per_batch)")
+    ap.add_argument("--k", type=int, default=8, help="completions per prompt (rltf.k_samples = num_generations)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--d-model", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=64, help="planner.max_plan_tokens (TRL max_completion_length)")
+    ap.add_argument("--warm-start", choices=("text", "constrained", "none"), default="text")
+    ap.add_argument("--sft-epochs", type=int, default=20)
+    return run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""GRPO baseline: fine-tuning warm start -> TRL's GRPOTrainer -> held-out evaluation (issue #15).
+
+    python train/grpo.py                                   # configs/grpo-lite.yaml, offline, CPU
+    python train/grpo.py rltf.steps=50 seed=1 grpo.loss_type=grpo
+    python train/grpo.py planner.model=checkpoints/<run>/sft sft.enabled=false   # start from a saved SFT
+
+The same config as the main job (``python train/rltf.py config=configs/grpo-lite.yaml`` is the RLTF
+run it is compared with): the causal planner of ``planner`` (``planner.arch=causal``: the embedded
+LLaMA), rltf's SFT stage (``sft``), then GRPO (:mod:`rltf.grpo`) with RLTF's budget and
+hyperparameters (``rltf.steps``, ``tasks_per_batch``, ``k_samples`` = ``num_generations``, ``lr``,
+``temperature``, ...) and the train env's score of each sampled text as its reward. GRPO's own
+settings (:class:`rltf.grpo.GrpoSettings`) are ``grpo.<name>=<value>`` arguments or a ``grpo:``
+section in the YAML file; ``grpo.warm_start=text`` replaces rltf's (constrained) SFT by the
+unconstrained NLL of the reference plan text, from which unconstrained sampling finds valid plans
+(see :mod:`rltf.grpo`).
+
+Evaluation on the held-out tasks (``eval.splits``): the fine-tuned and the GRPO planner by the main
+job's constrained beam search (``finetuned`` / ``grpo``, the evaluation RLTF gets) and by
+unconstrained greedy decoding parsed as written (``*_free``), with the fraction of valid plans;
+plus ``reference`` / ``oracle`` when in ``eval.schemas``. Writes ``<run_dir>/results.md`` /
+``results.json`` / ``grpo_history.json``; the last line is
+``held-out overall: finetuned=<x> grpo=<x> grpo_valid=<x>`` (``grpo_valid``: the fraction of valid
+plans among the GRPO planner's greedy free text).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+import types
+import typing
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ.setdefault(_var, "1")  # GRPO here never needs the hub (a hub planner id: unset these)
+
+import yaml  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from rltf import stages  # noqa: E402
+from rltf.config import ConfigError, RunConfig, load_config, resolve_config_path  # noqa: E402
+from rltf.grpo import (  # noqa: E402
+    GrpoSettings,
+    comparison_table,
+    free_text_schema,
+    make_grpo_trainer,
+    reward_history,
+    text_finetune,
+)
+from rltf.tracking import write_json  # noqa: E402
+
+DEFAULT_CONFIG = "configs/grpo-lite.yaml"
+
+
+def parse_args(argv: list[str]) -> tuple[RunConfig, GrpoSettings]:
+    """The run config (``config=`` default ``configs/grpo-lite.yaml``, ``key=value`` overrides) and
+    the GRPO settings (a ``grpo:`` section of the YAML file, then ``grpo.<name>=<value>``)."""
+    config = DEFAULT_CONFIG
+    rest, grpo_args = [], []
+    for raw in argv:
+        arg = raw.removeprefix("--")
+        key, _, value = arg.partition("=")
+        if key == "config":
+            config = value
+        elif key.startswith("grpo."):
+            grpo_args.append((key[len("grpo."):], value, raw))
+        else:
+            rest.append(raw)
+    path = resolve_config_path(config)
+    node = OmegaConf.load(path)
+    section = node.pop("grpo", None) if "grpo" in node else None
+    values = dict(OmegaConf.to_container(section, resolve=False)) if section is not None else {}
+    for name, value, raw in grpo_args:
+        values[name] = yaml.safe_load(value) if value else None
+    grpo = _grpo_settings(values)
+    with tempfile.TemporaryDirectory() as tmp:
+        if section is not None:  # the rest of the file goes to rltf's config loader
+            path = Path(tmp) / path.name
+            OmegaConf.save(node, path)
+        cfg = load_config([f"config={path}", *rest])
+    return cfg, grpo
+
+
+def _grpo_settings(values: dict) -> GrpoSettings:
+    hints = typing.get_type_hints(GrpoSettings)
+    names = [f.name for f in dataclasses.fields(GrpoSettings)]
+    for k, v in values.items():
+        if k not in names:
+            raise ConfigError(f"unknown GRPO key 'grpo.{k}'; valid keys: {', '.join(names)}")
+        tp = hints[k]
+        base = typing.get_args(tp)[0] if typing.get_origin(tp) in (typing.Union, types.UnionType) else tp
+        if v is not None and base is float and isinstance(v, int) and not isinstance(v, bool):
+            values[k] = float(v)
+        elif v is not None and (not isinstance(v, base) or isinstance(v, bool) and base is not bool):
+            raise ConfigError(f"bad value for 'grpo.{k}': {v!r}; expected {base.__name__}")
+    try:
+        return GrpoSettings(**values)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def run(cfg: RunConfig, grpo: GrpoSettings) -> dict:
+    if cfg.resume:
+        raise ConfigError("train/grpo.py does not resume runs: start a new one (another run_name, or overwrite=true)")
+    if cfg.env.name != "openagi":
+        raise ConfigError(f"train/grpo.py is the OpenAGI baseline; env.name={cfg.env.name!r} is not supported")
+    job = stages.start(cfg)
+    if job.acc.num_processes != 1:
+        raise ConfigError("train/grpo.py runs in one process (python train/grpo.py)")
+    envs = stages.build_envs(job)
+    planner = stages.build_planner(job, envs)
+    if planner.is_encoder_decoder:
+        raise ConfigError(f"GRPO (TRL) trains decoder-only planners; {planner.source} is a seq2seq model: "
+                          "set planner.arch=causal (the embedded planner is then a LLaMA)")
+    tasks = envs.tasks(cfg.eval.splits)
+    max_tokens = cfg.planner.max_plan_tokens
+
+    start_dir = Path(planner.source)
+    if cfg.sft.enabled:
+        start_dir = job.run_dir / "sft"
+        if grpo.warm_start == "constrained":  # rltf's SFT stage: the planner RLTF starts from
+            stages.fine_tune(job, planner, envs, start_dir)
+            planner = stages.start_rltf_from_sft(job, planner, start_dir, resumed=False)
+        else:  # unconstrained NLL of the reference plan text
+            if planner.is_peft:
+                raise ConfigError("grpo.warm_start=text fine-tunes a full model; set planner.lora.enabled=false")
+            history = text_finetune(planner, envs.splits["train"], epochs=cfg.sft.epochs, lr=cfg.sft.lr,
+                                    batch_size=cfg.sft.batch_size, seed=cfg.seed)
+            planner.save_pretrained(start_dir)
+            write_json(job.run_dir / "sft_history.json", history)
+            job.log(f"text SFT: nll {history[0]['sft/nll']:.3f} -> {history[-1]['sft/nll']:.3f}" if history else "")
+    constrained = {"finetuned": stages.evaluate(job, ["finetuned"], planner, envs, tasks)["finetuned"]}
+    free = {"finetuned_free": free_text_schema("finetuned_free", planner, envs.held_out, tasks, max_tokens)}
+    job.log(f"fine-tuned, free text {free['finetuned_free'].result.overall:.4f} "
+            f"(valid {free['finetuned_free'].valid_fraction:.2f})")
+
+    t0 = time.perf_counter()
+    trainer, reward = make_grpo_trainer(cfg, planner, envs.train, envs.splits["train"], job.run_dir / "grpo", grpo,
+                                        reference_dir=start_dir)
+    trainer.train()
+    history = reward_history(trainer)
+    job.log(f"GRPO: {cfg.rltf.steps} steps in {time.perf_counter() - t0:.0f}s; train reward "
+            f"{history[0]['reward']:.4f} -> {history[-1]['reward']:.4f}" if history else "GRPO: no steps")
+    planner.model.eval()
+
+    r = stages.evaluate(job, ["rltf"], planner, envs, tasks, log=False)["rltf"]
+    constrained["grpo"] = dataclasses.replace(r, schema="grpo")
+    job.log(f"grpo {constrained['grpo'].overall:.4f}")
+    free["grpo_free"] = free_text_schema("grpo_free", planner, envs.held_out, tasks, max_tokens)
+    job.log(f"grpo, free text {free['grpo_free'].result.overall:.4f} (valid {free['grpo_free'].valid_fraction:.2f})")
+    constrained |= stages.evaluate(job, {"reference", "oracle"} & set(cfg.eval.schemas), None, envs, tasks,
+                                   log=False)
+    planner.save_pretrained(job.run_dir / "grpo" / "planner")
+
+    title = (f"held-out ({'+'.join(dict.fromkeys(cfg.eval.splits))}) tasks, GRPO run {cfg.run_name}, "
+             f"seed {cfg.seed}, {cfg.rltf.steps} steps")
+    table, md = comparison_table(constrained, free, tasks, title)
+    summary = {"table": table, "grpo": dataclasses.asdict(grpo),
+               "plans": {k: v.plans for k, v in constrained.items()} | {k: v.result.plans for k, v in free.items()},
+               "free_text": {k: v.texts for k, v in free.items()},
+               "seconds": time.perf_counter() - job.started}
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    (job.run_dir / "results.md").write_text(md)
+    write_json(job.run_dir / "results.json", summary)
+    write_json(job.run_dir / "grpo_history.json", {"log_history": trainer.state.log_history,
+                                                   "reward_calls": [dataclasses.asdict(c) for c in reward.calls]})
+    rows = table["rows"]
+    job.log("\n" + md)
+    job.log(f"run folder: {job.run_dir}  ({summary['seconds']:.0f}s)")
+    job.log(f"held-out overall: finetuned={rows['finetuned']['overall']:.4f} grpo={rows['grpo']['overall']:.4f} "
+            f"grpo_valid={rows['grpo_free']['valid']:.4f}")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg, grpo = parse_args(sys.argv[1:] if argv is None else argv)
+    run(cfg, grpo)
+
+
+if __name__ == "__main__":
+    main()
