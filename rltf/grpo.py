@@ -25,7 +25,7 @@ the unconstrained distribution of the fine-tuned planner stays close to its rand
 over the rest of the vocabulary (the embedded LLaMA after 20 epochs: per-token entropy ~5.9 nats of
 a maximum log 390 = 5.97, greedy text like ``Image Super Super Super ...``, no valid plan). GRPO from
 it samples no valid plan, every reward is 0, every group advantage 0: nothing is learnt.
-``GrpoSettings.warm_start = "text"`` fine-tunes instead with the ordinary unconstrained NLL of the
+``GrpoSettings.warm_start = "text"`` (the default) fine-tunes instead with the ordinary unconstrained NLL of the
 canonical reference plan text after the prompt (TRL SFTTrainer's objective; :func:`text_finetune`,
 the same epochs / lr / batch size / task order as rltf's SFT), which is what GRPO is normally
 warm-started with.
@@ -67,9 +67,10 @@ class GrpoSettings:
     entropy_coef: float = 0.0  # TRL's per-token entropy bonus (rltf's entropy_coef is per sequence)
     top_k: int = 0  # 0: the whole vocabulary (unconstrained sampling)
     top_p: float = 1.0
-    # warm start: "constrained" = rltf's SFT stage (what RLTF starts from); "text" = unconstrained
-    # NLL of the reference plan text (text_finetune), same sft.* settings
-    warm_start: str = "constrained"
+    # warm start: "text" = unconstrained NLL of the reference plan text (text_finetune, same sft.*
+    # settings: how GRPO is normally warm-started); "constrained" = rltf's SFT stage (what RLTF starts
+    # from: its unconstrained text stays near-random, GRPO then samples no valid plan and learns nothing)
+    warm_start: str = "text"
 
     def __post_init__(self):
         if self.warm_start not in ("constrained", "text"):

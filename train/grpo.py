@@ -10,9 +10,10 @@ LLaMA), rltf's SFT stage (``sft``), then GRPO (:mod:`rltf.grpo`) with RLTF's bud
 hyperparameters (``rltf.steps``, ``tasks_per_batch``, ``k_samples`` = ``num_generations``, ``lr``,
 ``temperature``, ...) and the train env's score of each sampled text as its reward. GRPO's own
 settings (:class:`rltf.grpo.GrpoSettings`) are ``grpo.<name>=<value>`` arguments or a ``grpo:``
-section in the YAML file; ``grpo.warm_start=text`` replaces rltf's (constrained) SFT by the
-unconstrained NLL of the reference plan text, from which unconstrained sampling finds valid plans
-(see :mod:`rltf.grpo`).
+section in the YAML file. The warm start is the unconstrained NLL of the reference plan text
+(``grpo.warm_start=text``, the default: how GRPO is normally warm-started, from which unconstrained
+sampling finds valid plans); ``grpo.warm_start=constrained`` starts from rltf's own SFT stage
+instead, whose unconstrained text stays near-random (see :mod:`rltf.grpo`).
 
 Evaluation on the held-out tasks (``eval.splits``): the fine-tuned and the GRPO planner by the main
 job's constrained beam search (``finetuned`` / ``grpo``, the evaluation RLTF gets) and by
