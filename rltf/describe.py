@@ -31,9 +31,14 @@ def _planner_lines(cfg: RunConfig) -> list[str]:
     p = cfg.planner
     if p.model == "embedded":
         e = p.embedded
-        where = (f"embedded T5 built from scratch (d_model {e.d_model}, {e.num_layers}+{e.num_layers} layers, "
-                 f"{e.num_heads} heads, d_ff {e.d_ff}, vocab <= {e.vocab_size}; cached under {e.dir})")
-        arch = "seq2seq"
+        if p.arch == "causal":
+            where = (f"embedded LLaMA-style causal model built from scratch (hidden {e.d_model}, {e.num_layers} "
+                     f"layers, {e.num_heads} heads, MLP {e.d_ff}, vocab <= {e.vocab_size}; cached under {e.dir})")
+            arch = "causal"
+        else:
+            where = (f"embedded T5 built from scratch (d_model {e.d_model}, {e.num_layers}+{e.num_layers} layers, "
+                     f"{e.num_heads} heads, d_ff {e.d_ff}, vocab <= {e.vocab_size}; cached under {e.dir})")
+            arch = "seq2seq"
     else:
         path = Path(p.model).expanduser()
         if path.is_dir():
