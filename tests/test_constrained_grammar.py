@@ -173,3 +173,19 @@ def test_stacked_tables_match_the_python_transitions():
             else:
                 assert not bool(t.final[s + off])
                 assert dict(zip(allowed, nxt)) == {k: v + off for k, v in edges.items()}
+
+
+def test_encoded_rows_are_remembered_per_tokenizer_and_forgotten_when_its_vocabulary_grows():
+    """Row texts shared by many grammars are encoded once per tokenizer; a token added later
+    changes what the tokenizer gives, and the memo must follow it."""
+    from constrained_decoding.rows import encode_texts
+
+    tok = bpe_tokenizer()
+    texts = ["Image Denoising, Image Deblurring", "Text Summarization"] * 3
+    first = encode_texts(tok, texts)
+    assert first == [tuple(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]]
+    assert encode_texts(tok, texts) == first
+    tok.add_tokens(["Denoising"])
+    after = encode_texts(tok, texts)
+    assert after == [tuple(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]]
+    assert after[0] != first[0]
