@@ -31,6 +31,13 @@ Backends (:mod:`rltf.flows.backends`): ``hf`` (:class:`HFBackend`, a local trans
 :class:`constrained_decoding.protocol.Grammar`, with the exact log π_c and the decoded rows for
 :func:`rescore`), and :class:`ScriptedBackend` (canned answers, for tests).
 
+Agent flows on the travel sandbox (loaded on first use): :func:`run_mtp` (Meta-Task Planning,
+:mod:`rltf.flows.mtp`), :func:`run_okr` (OKR-Agent, :mod:`rltf.flows.okr`), :func:`run_react`
+(ReAct, :mod:`rltf.flows.react`), :func:`run_flat` (one constrained decode, :mod:`rltf.flows.flat`);
+sequential agents as generator programs (:class:`Ask`, :func:`run_program`,
+:mod:`rltf.flows.program`); their evaluation, ``python -m rltf.flows.evaluate config=configs/travel-mtp.yaml``
+(:func:`evaluate_flows`, the ``flow:`` section :class:`FlowSettings`).
+
 Layering: this package uses ``constrained_decoding`` and ``envs``; they never import it.
 """
 
@@ -78,15 +85,26 @@ __all__ = [
     "NodeResult", "NodeRetry", "NodeTrace", "OpenAIBackend", "PassResult", "PassTrace", "PlaceholderError",
     "PlannerBackend", "Sampling", "ScriptedBackend", "Usage", "choice_grammar", "default_compose", "find_cycle",
     "load_trace", "make_backend", "placeholders", "render_plain", "render_value", "rescore",
+    # the travel agent flows (lazy, _AGENTS)
+    "Ask", "FlowRun", "FlowSettings", "MetaTaskPlanning", "OKRAgent", "ProgramRun", "ReActAgent", "evaluate_flows",
+    "run_flat", "run_mtp", "run_okr", "run_program", "run_react",
 ]
 
 _LAZY = {"HFBackend", "OpenAIBackend", "PlannerBackend", "rescore", "LocalModelBackend"}
+_AGENTS = {"Ask": "program", "run_program": "program", "ProgramRun": "program", "run_mtp": "mtp",
+           "MetaTaskPlanning": "mtp", "run_okr": "okr", "OKRAgent": "okr", "run_react": "react",
+           "ReActAgent": "react", "run_flat": "flat", "FlowSettings": "settings", "evaluate_flows": "evaluate",
+           "FlowRun": "travel_nodes"}
 
 
 def __getattr__(name: str):
-    """Heavy backends (torch / transformers / openai) load on first use."""
+    """Heavy backends (torch / transformers / openai) and the travel agent flows load on first use."""
     if name in _LAZY:
         from rltf.flows import backends
 
         return getattr(backends, name)
+    if name in _AGENTS:
+        import importlib
+
+        return getattr(importlib.import_module(f"rltf.flows.{_AGENTS[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
