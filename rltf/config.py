@@ -196,6 +196,12 @@ def validate_config(cfg: RunConfig) -> None:
         cfg.env.validate("env")
     except EnvConfigError as e:
         raise ConfigError(str(e)) from None
+    from rltf.flows.settings import FlowSettingsError
+
+    try:
+        cfg.flow.validate("flow")
+    except FlowSettingsError as e:
+        raise ConfigError(str(e)) from None
     p = cfg.planner
     if not cfg.run_name or any(c in cfg.run_name for c in "/\\") or cfg.run_name in (".", ".."):
         raise ConfigError(f"bad value for 'run_name': {cfg.run_name!r}; expected a non-empty folder name without '/'")
@@ -274,7 +280,7 @@ def save_config(cfg: RunConfig, path: str | os.PathLike) -> Path:
 # ------------------------------------------------------------------------------ resuming
 # keys a resumed run may change: they do not change what is trained, only what is logged and
 # evaluated and where outputs go (a prefix ending in "." covers its section)
-RESUME_SAFE_KEYS = ("logging.", "eval.", "resume", "overwrite", "dry_run", "output_dir", "run_name",
+RESUME_SAFE_KEYS = ("logging.", "eval.", "flow.", "resume", "overwrite", "dry_run", "output_dir", "run_name",
                     "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "planner.embedded.dir",
                     "env.data_dir", "env.cache_mib")
 

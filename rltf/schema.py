@@ -17,6 +17,7 @@ from typing import Literal, Optional
 
 from envs.config_fields import num
 from envs.config import EnvConfig
+from rltf.flows.settings import FlowSettings
 
 
 @dataclass
@@ -128,6 +129,8 @@ class RunConfig:
     rltf: RltfSettings = field(default_factory=RltfSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
     logging: LoggingSettings = field(default_factory=LoggingSettings)
+    # agent flows (MTP, OKR-Agent, ReAct, flat) evaluated on the travel sandbox: rltf/flows/settings.py
+    flow: FlowSettings = field(default_factory=FlowSettings)
 
     @property
     def run_dir(self) -> Path:
