@@ -5,14 +5,19 @@ What a directory holds (:func:`dir_kind`: a full model or a LoRA adapter), what 
 :class:`~rltf.planner.Planner` and :func:`~rltf.planner_loading.load_planner` share:
 :func:`load_model` (encoder-decoder vs decoder-only from the model's config, ``dtype``, 4-bit
 NF4 for QLoRA) and :func:`load_tokenizer` (padding side by architecture, see
-:mod:`rltf.planner`). Every failure is a :class:`PlannerError`.
+:mod:`rltf.planner`). Every failure is a :class:`PlannerError`: a damaged file of a local
+directory (a truncated ``model.safetensors``, a JSON file that does not parse) is named before
+transformers reads it (:func:`damaged_files`, :func:`check_planner_dir`), and a local directory
+without tokenizer files is refused (transformers would silently build a default tokenizer).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +67,100 @@ def dir_kind(d: Path) -> str:
                        f"(a LoRA adapter); it holds: {', '.join(files) or 'nothing'}")
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model", "vocab.json", "vocab.txt")
+"""Any of these in a directory means it holds a tokenizer (fast, SentencePiece, BPE or WordPiece files)."""
+
+
 def has_tokenizer(d: Path) -> bool:
-    return any((d / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "spiece.model",
-                                            "tokenizer.model"))
+    return any((Path(d) / f).is_file() for f in TOKENIZER_FILES)
+
+
+def require_tokenizer(src: str) -> None:
+    """Refuse a local directory without tokenizer files (a hub id is left to transformers)."""
+    local = _local_dir(src)
+    if local is not None and not has_tokenizer(local):
+        raise PlannerError(f"planner directory {src!r} has no tokenizer files (expected one of: "
+                           f"{', '.join(TOKENIZER_FILES)}); save the tokenizer with the model "
+                           "(tokenizer.save_pretrained(dir)) or copy its files in")
+
+
+# ------------------------------------------------------------------------------ damaged files
+def damaged_files(d: str | os.PathLike) -> list[tuple[Path, str]]:
+    """``(file, why)`` for each damaged file of a local model / adapter / planner directory.
+
+    Cheap checks, no weights read: every ``*.json`` parses, every ``*.safetensors`` has a header
+    that parses and a size that covers the tensors it lists (a truncated copy or a killed write
+    fails this), every zip-format ``*.bin`` / ``*.pt`` has its central directory, and every file a
+    sharded checkpoint's ``*.index.json`` names exists. Folders below ``d`` (``merged_adapters``)
+    are checked too."""
+    d = Path(d)
+    found: list[tuple[Path, str]] = []
+    for f in sorted(d.rglob("*")):
+        if not f.is_file():
+            continue
+        why = _file_problem(f)
+        if why:
+            found.append((f, why))
+    return found
+
+
+def check_planner_dir(d: str | os.PathLike) -> None:
+    """Raise :class:`PlannerError` naming the first damaged file of ``d`` (see :func:`damaged_files`)."""
+    bad = damaged_files(d)
+    if bad:
+        f, why = bad[0]
+        more = f" (and {len(bad) - 1} more damaged file(s))" if len(bad) > 1 else ""
+        raise PlannerError(f"{f} is damaged ({why}){more}: the planner directory {str(d)!r} cannot be loaded; "
+                           "save or copy it again (a training checkpoint: resume from an older one)")
+
+
+def _file_problem(f: Path) -> str | None:
+    name = f.name
+    try:
+        if name.endswith(".json"):
+            data = json.loads(f.read_text(encoding="utf-8"))
+            if name.endswith(".index.json") and isinstance(data, dict) and isinstance(data.get("weight_map"), dict):
+                missing = sorted({v for v in data["weight_map"].values() if not (f.parent / str(v)).is_file()})
+                if missing:
+                    return f"names shard(s) that are missing: {', '.join(missing[:3])}"
+            return None
+        if name.endswith(".safetensors"):
+            return _safetensors_problem(f)
+        if name.endswith((".bin", ".pt", ".pth")):
+            with open(f, "rb") as fh:
+                if fh.read(4) != b"PK\x03\x04":
+                    return None  # a legacy (non-zip) pickle: nothing cheap to check
+            with zipfile.ZipFile(f):
+                return None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return f"not valid JSON: {e}"
+    except zipfile.BadZipFile as e:
+        return f"truncated or not a torch archive: {e}"
+    except OSError as e:
+        return f"unreadable: {e}"
+    return None
+
+
+def _safetensors_problem(f: Path) -> str | None:
+    size = f.stat().st_size
+    if size < 8:
+        return f"{size} bytes: shorter than a safetensors header"
+    with open(f, "rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        if n > size - 8:
+            return f"truncated: its header claims {n} bytes but the file holds {size}"
+        try:
+            header = json.loads(fh.read(n))
+            ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return "its header is not a safetensors header"
+    want = 8 + n + max(ends, default=0)
+    if size < want:
+        return f"truncated: {size} bytes, its header lists tensors up to byte {want}"
+    if size > want:
+        return f"{size} bytes, more than the {want} its header describes"
+    return None
 
 
 def load_model(src: str, dtype: str, arch: str, load_in_4bit: bool) -> tuple[PreTrainedModel, bool]:
@@ -81,12 +177,32 @@ def load_model(src: str, dtype: str, arch: str, load_in_4bit: bool) -> tuple[Pre
         kwargs.update(_quantization_kwargs(dtype))
     try:
         model = cls.from_pretrained(src, config=config, **kwargs)
-    except (OSError, ValueError) as e:
-        raise PlannerError(f"cannot load the {detected} model {src!r}: {e}") from None
+    except (OSError, ValueError, RuntimeError, _SafetensorError) as e:
+        raise PlannerError(f"cannot load the {detected} model {src!r}: {_first_line(e)}") from None
     return model, is_enc_dec
 
 
+try:
+    from safetensors import SafetensorError as _SafetensorError
+except ImportError:  # pragma: no cover - transformers requires safetensors
+    class _SafetensorError(Exception):  # type: ignore[no-redef]
+        pass
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _local_dir(src: str) -> Path | None:
+    p = Path(src).expanduser()
+    return p if p.is_dir() else None
+
+
 def _load_config(src: str) -> PretrainedConfig:
+    local = _local_dir(src)
+    if local is not None:
+        check_planner_dir(local)
     try:
         return AutoConfig.from_pretrained(src)
     except (OSError, ValueError) as e:
@@ -97,11 +213,16 @@ def _load_config(src: str) -> PretrainedConfig:
 
 
 def load_tokenizer(src: str, is_encoder_decoder: bool) -> PreTrainedTokenizerBase:
-    """The tokenizer at ``src``, padding on the right (seq2seq) or on the left with a pad token (causal)."""
+    """The tokenizer at ``src``, padding on the right (seq2seq) or on the left with a pad token (causal).
+
+    A local directory must hold tokenizer files (:data:`TOKENIZER_FILES`): without them
+    transformers would quietly build a default tokenizer for the model type, whose ids do not
+    match the model's embeddings."""
+    require_tokenizer(src)
     try:
         tok = AutoTokenizer.from_pretrained(src)
-    except (OSError, ValueError) as e:
-        raise PlannerError(f"cannot load a tokenizer from {src!r}: {str(e).strip().splitlines()[0]}") from None
+    except (OSError, ValueError, RuntimeError) as e:
+        raise PlannerError(f"cannot load a tokenizer from {src!r}: {_first_line(e)}") from None
     if is_encoder_decoder:
         tok.padding_side = "right"
     else:

@@ -29,7 +29,16 @@ from typing import Any, Literal
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from rltf.hf_models import HUB_ID, PlannerError, dir_kind, has_tokenizer, load_model, load_tokenizer
+from rltf.hf_models import (
+    HUB_ID,
+    PlannerError,
+    check_planner_dir,
+    dir_kind,
+    has_tokenizer,
+    load_model,
+    load_tokenizer,
+    require_tokenizer,
+)
 
 PLANNER_FILE = "rltf_planner.json"
 MERGED_DIR = "merged_adapters"
@@ -112,12 +121,14 @@ class Planner:
         kind = dir_kind(d)
         meta = _read_meta(d)
         if kind == "full":
+            require_tokenizer(str(d))  # before the weights are read
             model, is_enc_dec = load_model(str(d), dtype, arch, load_in_4bit)
             tokenizer = load_tokenizer(str(d), is_enc_dec)
             planner = cls(model, tokenizer, is_enc_dec, source=str(d))
         else:
             from peft import PeftModel
 
+            check_planner_dir(d)  # (a full model's directory is checked by load_model)
             base = _adapter_base(d, meta)
             base_model, is_enc_dec = load_model(base, dtype, arch, load_in_4bit)
             merged = tuple(str((d / m).resolve()) for m in meta.get("merged_adapters", []))
@@ -139,16 +150,28 @@ def _read_meta(d: Path) -> dict[str, Any]:
     f = d / PLANNER_FILE
     if not f.is_file():
         return {}
-    meta = json.loads(f.read_text())
+    meta = _read_json(f)
+    if not isinstance(meta, dict) or not isinstance(meta.get("format", FORMAT_VERSION), int):
+        raise PlannerError(f"{f} is damaged (not a {PLANNER_FILE} object with an integer format): save the "
+                           "planner again, or delete the file to load the directory as a plain model")
     if meta.get("format", FORMAT_VERSION) > FORMAT_VERSION:
         raise PlannerError(f"{f} has format {meta['format']}; this rltf reads up to {FORMAT_VERSION}")
     return meta
 
 
+def _read_json(f: Path) -> Any:
+    try:
+        return json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PlannerError(f"{f} is damaged (not valid JSON: {e}): save the planner again or copy the file "
+                           "from an intact copy") from None
+
+
 def _adapter_base(d: Path, meta: dict[str, Any]) -> str:
     """The base model of an adapter dir: the recorded id/dir, as given or resolved, must exist."""
-    recorded = meta.get("base_model") or json.loads((d / "adapter_config.json").read_text()).get(
-        "base_model_name_or_path")
+    adapter_config = _read_json(d / "adapter_config.json")
+    recorded = meta.get("base_model") or (adapter_config.get("base_model_name_or_path")
+                                          if isinstance(adapter_config, dict) else None)
     if not recorded:
         raise PlannerError(f"LoRA adapter {str(d)!r} does not record its base model (no base_model in {PLANNER_FILE}, "
                            "no base_model_name_or_path in adapter_config.json)")

@@ -84,5 +84,24 @@ def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF")
     return path
 
 
+class DamagedFileError(ValueError):
+    """A file a run wrote earlier (results, histories, checkpoint state) that no longer reads:
+    truncated, overwritten, or not what it should be. The message names the file and what to do."""
+
+
 def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
+
+
+def read_json(path: str | os.PathLike, what: str) -> Any:
+    """The JSON at ``path`` (``what`` it holds, for the message: "the zero/few-shot results");
+    a :class:`DamagedFileError` naming the file when it is unreadable or not JSON. A missing file
+    raises ``FileNotFoundError`` as usual (callers usually check for it first)."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DamagedFileError(f"{path} ({what}) is damaged ({type(e).__name__}: {e}); delete it to have it "
+                               "computed again") from None

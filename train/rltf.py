@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rltf import stages  # noqa: E402
+from rltf.cli import run_cli  # noqa: E402
 from rltf.config import RunConfig, load_config  # noqa: E402
 from rltf.describe import describe_run  # noqa: E402
 from rltf.planner_loading import check_kl_reference  # noqa: E402
@@ -57,4 +58,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)  # user-facing errors: one line on stderr, exit status 2

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rltf import stages  # noqa: E402
+from rltf.cli import run_cli  # noqa: E402
 from rltf.config import load_config  # noqa: E402
 
 
@@ -30,4 +31,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)  # user-facing errors: one line on stderr, exit status 2
