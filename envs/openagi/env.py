@@ -28,7 +28,7 @@ from gymnasium import spaces
 from envs.openagi.cache import ExecutionCache
 from envs.openagi.executor import PlanExecutor
 from envs.openagi.metrics import BatchMetric, compute_metric
-from envs.openagi.plans import Plan, PlanError, PlanLimits, format_plan, parse_and_check
+from envs.openagi.plans import MESSAGE_CHARS, Plan, PlanError, PlanLimits, clip_text, format_plan, parse_and_check
 from envs.openagi.registry import ToolRegistry
 from envs.openagi.split import SPLITS, load_split
 from envs.openagi.suite import SUITE_LIMITS, build_suite
@@ -152,6 +152,9 @@ class OpenAGIEnv(gym.Env):
     def get_task(self, task: int | str | Task) -> Task:
         if isinstance(task, Task):
             return task
+        if isinstance(task, (bool, np.bool_)):  # (bool is an int: True would silently be task 1)
+            raise ValueError(f"task {task!r} is a bool, not a task; expected a task id (an int), a name like "
+                             "'task-003' or a task description")
         if isinstance(task, str):
             for t in self.tasks_by_id.values():
                 if task in (t.name, t.description):
@@ -207,7 +210,8 @@ class OpenAGIEnv(gym.Env):
         except PlanError as exc:
             return PlanResult(task.id, _safe_format(action), 0.0, False, str(exc), exc.reason)
         except Exception as exc:  # a malformed object, not a string: still never crash
-            return PlanResult(task.id, _safe_format(action), 0.0, False, f"{type(exc).__name__}: {exc}", "invalid")
+            return PlanResult(task.id, _safe_format(action), 0.0, False,
+                              clip_text(f"{type(exc).__name__}: {exc}", MESSAGE_CHARS), "invalid")
         run = self.executor.run(plan, samples)
         ok = [i for i, e in enumerate(run.errors) if e is None]
         scores = [0.0] * len(samples)

@@ -4,7 +4,10 @@ A linear plan ``A, B, C`` is run prefix by prefix: the outputs of ``A`` on every
 ``A, B``, ... Each prefix's outputs are cached under ``(sample uid, prefix)``, so another plan that
 starts with ``A, B`` reuses them. A nonlinear plan runs its branches (keyed per input), the join
 and the tail the same way. An expert that raises on a batch is retried sample by sample, so one
-bad sample fails alone; failures are reported, never cached, and score 0.
+bad sample fails alone; failures are reported, never cached, and score 0. The registry remembers
+a tool's failures in a row (:class:`envs.openagi.registry.ToolHealth`): a tool failing every call
+is soon called once per batch (no per-sample retries), then not at all but for a probe call now
+and then, its samples failing at once with its last error; one success clears the record.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from envs.openagi.cache import ExecutionCache
 from envs.openagi.plans import LinearPlan, NonlinearPlan, Plan
-from envs.openagi.registry import ToolRegistry
+from envs.openagi.registry import PROBE_EVERY, ToolRegistry
 from envs.openagi.tasks import Sample
 
 
@@ -72,12 +75,19 @@ class PlanExecutor:
         if not todo:
             return out
         tool = self.registry[name]
+        health = self.registry.health(name)
+        if not health.should_call():  # down: fail at once with the remembered error
+            for idx in todo:
+                errors[idx] = (f"{name} raised {health.last_error} (not called: it produced nothing on its last "
+                               f"{health.failures} requests; it is tried again once every {PROBE_EVERY})")
+            return out
         batch = [[a[i] for i in todo] for a in args]
         try:
             self.tool_calls += 1
             results = tool(*batch)
         except Exception:
             results = None
+        last_error = None
         if results is None:  # isolate the failing samples
             results = []
             for pos, idx in enumerate(todo):
@@ -85,8 +95,12 @@ class PlanExecutor:
                     self.tool_calls += 1
                     results.append(tool(*[[b[pos]] for b in batch])[0])
                 except Exception as exc:  # an expert fault fails the sample, not the run
-                    errors[idx] = f"{name} raised {type(exc).__name__}: {exc}"
+                    last_error = errors[idx] = f"{name} raised {_describe(exc)}"
                     results.append(None)
+        if last_error is not None and all(errors[idx] for idx in todo):
+            health.failed(last_error.removeprefix(f"{name} raised "))
+        else:
+            health.succeeded()
         for idx, val in zip(todo, results):
             if errors[idx]:
                 continue
@@ -94,3 +108,10 @@ class PlanExecutor:
             if self.cache is not None:
                 self.cache.put((samples[idx].uid, key), val)
         return out
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of an expert's exception, its message clipped (it may echo a huge input)."""
+    from envs.openagi.plans import clip_text
+
+    return f"{type(exc).__name__}: {clip_text(str(exc), 300)}"

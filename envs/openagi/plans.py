@@ -32,13 +32,27 @@ SEP = ", "
 OPEN, CLOSE = "(", ")"
 
 
+ECHO_CHARS = 200
+"""The most characters of a planner's own text an error message repeats (a 1 MB plan must not
+make a 1 MB ``info["error"]``)."""
+MESSAGE_CHARS = 1000
+"""The most characters of any plan error message."""
+
+
+def clip_text(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, ending with "…" when it was longer."""
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class PlanError(ValueError):
-    """A malformed or ill-typed plan. ``reason`` is a short machine-readable code."""
+    """A malformed or ill-typed plan. ``reason`` is a short machine-readable code. The message is
+    at most :data:`MESSAGE_CHARS` long (the plan text it quotes is clipped)."""
 
     reason = "invalid"
 
     def __init__(self, message: str, reason: str | None = None):
-        super().__init__(message)
+        super().__init__(clip_text(message, MESSAGE_CHARS))
         if reason is not None:
             self.reason = reason
 
@@ -132,7 +146,7 @@ def _names(chunk: str, where: str, allow_empty: bool) -> tuple[str, ...]:
         if not name:
             raise PlanSyntaxError(f"empty tool name (a stray comma?) at item {i + 1} of {where}")
         if OPEN in name or CLOSE in name:
-            raise PlanSyntaxError(f"unexpected bracket in {name!r} in {where}")
+            raise PlanSyntaxError(f"unexpected bracket in {clip_text(name)!r} in {where}")
         out.append(name)
     return tuple(out)
 
@@ -180,10 +194,12 @@ def parse_plan(text: str, registry: ToolRegistry | None = None) -> Plan:
 
 
 def unknown_tool_error(name: str, registry: ToolRegistry) -> PlanError:
-    close = difflib.get_close_matches(name, registry.names, n=1)
+    longest = max((len(n) for n in registry.names), default=0)
+    # (a name far longer than every tool's is no typo: no quadratic difflib on a huge string)
+    close = difflib.get_close_matches(name, registry.names, n=1) if len(name) <= 2 * longest + 10 else []
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return PlanError(
-        f"unknown tool {name!r}{hint}; expected one of: {', '.join(registry.names)}", "unknown_tool"
+        f"unknown tool {clip_text(name)!r}{hint}; expected one of: {', '.join(registry.names)}", "unknown_tool"
     )
 
 

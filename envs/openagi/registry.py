@@ -64,13 +64,59 @@ class Tool:
         return out
 
 
+DOWN_LIMIT = 32
+"""Requests in a row on which a tool produced no output at all (the batch and every sample retried
+alone raised) after which it is *down*: requests fail at once with its last error, without calling
+it, but one request in :data:`PROBE_EVERY` still calls it (it may be back)."""
+PROBE_EVERY = 16
+
+
+@dataclass
+class ToolHealth:
+    """What a registry remembers of a tool's recent requests (see :meth:`ToolRegistry.health`).
+
+    A request on which the tool produced any output clears it (transient or sample-specific
+    failures are forgotten at the next success); ``failures`` counts requests in a row on which
+    it produced none."""
+
+    failures: int = 0
+    last_error: str | None = None
+    skipped: int = 0  # requests answered with last_error while down
+
+    @property
+    def down(self) -> bool:
+        return self.failures >= DOWN_LIMIT
+
+    def should_call(self) -> bool:
+        """False while down, but for one request in :data:`PROBE_EVERY` (a probe)."""
+        if not self.down:
+            return True
+        self.skipped += 1
+        return self.skipped % PROBE_EVERY == 0
+
+    def succeeded(self) -> None:
+        self.failures, self.last_error, self.skipped = 0, None, 0
+
+    def failed(self, error: str) -> None:
+        self.failures += 1
+        self.last_error = error
+
+
 class ToolRegistry:
     """An ordered collection of tools, looked up by name."""
 
     def __init__(self, tools: Sequence[Tool] = ()):
         self._tools: dict[str, Tool] = {}
+        self._health: dict[str, ToolHealth] = {}
         for tool in tools:
             self._add(tool)
+
+    def health(self, name: str) -> ToolHealth:
+        """The failure record of tool ``name`` (shared by every executor using this registry)."""
+        h = self._health.get(name)
+        if h is None:
+            h = self._health[name] = ToolHealth()
+        return h
 
     def register(
         self,
@@ -116,6 +162,7 @@ class ToolRegistry:
         if tool.name in self._tools and not replace:
             raise ValueError(f"tool {tool.name!r} is already registered (pass replace=True to override)")
         self._tools[tool.name] = tool
+        self._health.pop(tool.name, None)  # a replaced implementation starts with a clean record
 
     def get(self, name: str) -> Tool:
         try:

@@ -142,11 +142,15 @@ class HFMetricModels:
     def vit_score(self, preds: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> list[float]:
         """Cosine similarity of ViT [CLS] embeddings, clamped to [0, 1]."""
         _check_pairs(preds, refs, "vit_score")
-        if not preds:
-            return []
-        a = self._vit_embeddings([check_image(x, f"vit_score prediction {i}") for i, x in enumerate(preds)])
-        b = self._vit_embeddings([check_image(x, f"vit_score reference {i}") for i, x in enumerate(refs)])
-        return [min(max(float(c), 0.0), 1.0) for c in (a * b).sum(-1)]
+        ok = [i for i, x in enumerate(preds) if not _non_finite(x)]  # a NaN/inf prediction scores 0
+        scores = [0.0] * len(preds)
+        if not ok:
+            return scores
+        a = self._vit_embeddings([check_image(preds[i], f"vit_score prediction {i}") for i in ok])
+        b = self._vit_embeddings([check_image(refs[i], f"vit_score reference {i}") for i in ok])
+        for i, c in zip(ok, (a * b).sum(-1)):
+            scores[i] = min(max(float(c), 0.0), 1.0)
+        return scores
 
     def _vit_embeddings(self, images: list[np.ndarray]) -> torch.Tensor:
         loaded = self.loaded(VIT_SCORE)
@@ -163,6 +167,13 @@ class HFMetricModels:
     def clip_score(self, images: Sequence[np.ndarray], texts: Sequence[str]) -> list[float]:
         """CLIP score / 100: cosine of CLIP image and text embeddings, clamped to [0, 1]."""
         _check_pairs(images, texts, "clip_score")
+        ok = [i for i, x in enumerate(images) if not _non_finite(x)]  # a NaN/inf image scores 0
+        if len(ok) < len(images):
+            kept = self.clip_score([images[i] for i in ok], [texts[i] for i in ok]) if ok else []
+            out = [0.0] * len(images)
+            for i, v in zip(ok, kept):
+                out[i] = v
+            return out
         images = [check_image(x, f"clip_score image {i}") for i, x in enumerate(images)]
         texts = [check_text(t, f"clip_score text {i}") for i, t in enumerate(texts)]
         loaded = self.loaded(CLIP_SCORE)
@@ -181,6 +192,12 @@ class HFMetricModels:
                 txt = F.normalize(out.text_embeds.float(), dim=-1)
                 scores.extend(min(max(float(c), 0.0), 1.0) for c in (img * txt).sum(-1))
         return scores
+
+
+def _non_finite(x: Any) -> bool:
+    """An image array holding NaN or inf (scored 0: it is no image of anything)."""
+    return (isinstance(x, np.ndarray) and x.size > 0 and np.issubdtype(x.dtype, np.inexact)
+            and not bool(np.isfinite(x).all()))
 
 
 def _needs_prefix_space(tok: Any) -> bool:

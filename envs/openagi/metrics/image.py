@@ -7,7 +7,7 @@ A prediction of the wrong size is first resized to the target's size with neares
 interpolation (the metric does not interpolate on the prediction's behalf): an image that was
 never upscaled is scored as its blocky enlargement, and one upscaled when it did not need to be
 as its decimation; both lose some score but are not scored 0. A prediction that is not an image
-array (e.g. a string) scores 0.
+array (e.g. a string) or holds NaN or inf scores 0.
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ def _as_rgb(x: Any) -> np.ndarray | None:
     return np.clip(x, 0.0, 1.0)
 
 
+def _non_finite(x: Any) -> bool:
+    """An image array holding NaN or inf."""
+    return (isinstance(x, np.ndarray) and x.size > 0 and np.issubdtype(x.dtype, np.inexact)
+            and not bool(np.isfinite(x).all()))
+
+
 def image_similarity(pred: Any, target: np.ndarray) -> float:
     """SSIM of ``pred`` against ``target`` over RGB (data range 1), negatives clipped to 0.
 
@@ -45,6 +51,8 @@ def image_similarity(pred: Any, target: np.ndarray) -> float:
     if t is None:
         got = getattr(target, "shape", type(target).__name__)
         raise ValueError(f"target must be an (H, W, 3) image array, got {got}")
+    if _non_finite(pred):  # a NaN/inf image is no restoration of anything (zeros would score ~0.1)
+        return 0.0
     p = _as_rgb(pred)
     if p is None:
         return 0.0
