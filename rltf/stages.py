@@ -21,7 +21,6 @@ Every process calls every stage (the main process alone writes files and prints)
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from rltf.planner_loading import load_planner, merges_sft_adapter, rltf_start_pl
 from rltf.schema import EVAL_SCHEMAS
 from rltf.sft import supervised_finetune
 from rltf.tokenizer import tokenizer_texts_for
-from rltf.tracking import Tracker, plot_rewards, write_json
+from rltf.tracking import Tracker, plot_rewards, read_json, write_json
 from rltf.trainer import RLTFTrainer
 
 UNTRAINED = ("zero", "few")  # schemas of the planner before any training (free-form text)
@@ -252,7 +251,7 @@ def evaluate_untrained(run: Run, planner: Planner, envs: Envs, tasks: Sequence[T
     if cfg.resume and initial_file.exists():
         results = {name: ev.SchemaResult(name, {int(k): v for k, v in d["plans"].items()},
                                          {int(k): v for k, v in d["scores"].items()})
-                   for name, d in json.loads(initial_file.read_text()).items()}
+                   for name, d in read_json(initial_file, "the zero/few-shot results").items()}
         for name, r in results.items():
             run.log(f"{_LABELS[name]} {r.overall:.4f}")
         return results

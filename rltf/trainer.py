@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from constrained_decoding.decode import sample_plans
 from constrained_decoding.logprobs import plan_logprobs
 from rltf.baselines import Baseline, normalize
-from rltf.checkpoint import ENGINE_DIR, MODEL_DIR, STATE_FILE, latest_checkpoint, load_state, save_checkpoint
+from rltf.checkpoint import ENGINE_DIR, MODEL_DIR, STATE_FILE, latest_intact_checkpoint, save_checkpoint
 from rltf.config import RunConfig, check_resume_config, config_to_yaml
 from rltf.distributed import Sharding, advance_schedule
 from rltf.optim import make_optimizer
@@ -277,11 +277,12 @@ class RLTFTrainer:
         self.acc.wait_for_everyone()
 
     def resume(self) -> bool:
-        """Load the newest checkpoint of this run, if any; True when training resumes from it."""
-        ckpt = latest_checkpoint(self.cfg.run_dir / "rltf")
-        if ckpt is None:
+        """Load the newest intact checkpoint of this run, if any (a damaged newer one is skipped with a
+        warning naming it); True when training resumes from it."""
+        found = latest_intact_checkpoint(self.cfg.run_dir / "rltf")  # damaged ones skipped, with a warning
+        if found is None:
             return False
-        state = load_state(ckpt)
+        ckpt, state = found
         if "config" in state:  # (checkpoints written before configs were stored have none)
             check_resume_config(state["config"], self.cfg, f"{ckpt / STATE_FILE}")
         saved = state.get("sharding", "replicated")
