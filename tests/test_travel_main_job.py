@@ -90,3 +90,13 @@ def test_travel_main_job_end_to_end(tmp_path):
     hist = json.loads((tmp_path / "travel" / "rltf_history.json").read_text())
     assert [h["step"] for h in hist] == [1, 2] and all(h["train/valid"] == 1.0 for h in hist)
     assert summary["table"] == table
+
+
+def test_evaluate_recipe_runs_the_flows_of_a_flow_config(capsys):
+    """``train/evaluate.py config=configs/travel-mtp.yaml`` is the flow evaluation (dry run here:
+    every node and backend listed, nothing loaded)."""
+    from train.evaluate import main as evaluate_main
+
+    assert evaluate_main(["config=configs/travel-mtp.yaml", "dry_run=true"]) is None
+    out = capsys.readouterr().out
+    assert "nothing was loaded" in out and "manager.route" in out and "deliverer" in out

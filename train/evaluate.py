@@ -9,6 +9,11 @@ planner (``finetuned`` and ``rltf`` are the same constrained beam search; name t
 with the main job's held-out tasks and few-shot examples (``rltf/stages.py``), so a planner
 evaluated here gets the main job's numbers. Prints the table and writes ``eval.md`` /
 ``eval.json`` into the run folder.
+
+With ``flow.enabled: true`` (``configs/travel-mtp.yaml``, ``travel-okr.yaml``, ``travel-react.yaml``)
+it evaluates the agent flows of ``flow.methods`` on the travel sandbox instead
+(:mod:`rltf.flows.evaluate`: ``flow_eval.md`` / ``flow_eval.json`` and traces; ``dry_run=true``
+lists every node and backend).
 """
 
 import os
@@ -23,8 +28,13 @@ from rltf.cli import run_cli  # noqa: E402
 from rltf.config import load_config  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> dict:
-    cfg = load_config(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str] | None = None) -> dict | None:
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = load_config(argv)
+    if cfg.flow.enabled:  # agent flows (MTP, OKR-Agent, ReAct, flat) on the travel sandbox
+        from rltf.flows.evaluate import main as evaluate_flows
+
+        return evaluate_flows(argv)
     run = stages.start(cfg, write_config=False)  # the run folder may hold a training run's config
     envs = stages.build_envs(run)
     planner = stages.build_planner(run, envs)
