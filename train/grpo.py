@@ -184,4 +184,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from rltf.cli import run_cli
+
+    run_cli(main)  # user-facing errors: one line on stderr, exit status 2

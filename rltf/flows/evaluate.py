@@ -403,4 +403,6 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
 
 
 if __name__ == "__main__":
-    main()
+    from rltf.cli import run_cli
+
+    run_cli(main)  # user-facing errors: one line on stderr, exit status 2
