@@ -71,7 +71,9 @@ def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars:
     dev = runner.device
     sink = int(torch.nonzero(tables.final)[0])  # a sink has one valid slot: padding scores exactly 0
     row_lp = torch.zeros(len(rows), device=dev)
-    for bucket in _length_buckets([len(r) for r in rows]):
+    # a sharded model's forward is a collective: every process must make the same number of calls
+    buckets = [list(range(len(rows)))] if through_forward else _length_buckets([len(r) for r in rows])
+    for bucket in buckets:
         idx = torch.as_tensor(bucket, device=dev)
         scored = _row_logprobs(runner, tables, sink, temperature, [rows[r] for r in bucket],
                                [row_prompt[r] for r in bucket], [row_states[r] for r in bucket],
