@@ -266,25 +266,11 @@ TRAVEL_DAYS = (3, 5, 7)
 
 def travel_tokenizer_texts(env) -> list[str]:
     """What the embedded tokenizer is trained on here: the travel env's own tokenizer texts
-    (``env.tokenizer_texts()``, what training trains a travel planner's tokenizer on; else, on an
-    env without it, every query and the candidates' names of every 7th query, as
-    tests/test_travel_grammar.py does), then the OpenAGI defaults (one planner for both grammars)."""
-    from envs.travel.grammar import SLOT_FIELDS, enumerate_routes, head_text, slot_text
+    (``env.tokenizer_texts()``, what training trains a travel planner's tokenizer on), then the
+    OpenAGI defaults (one planner for both grammars)."""
     from rltf.tokenizer import default_tokenizer_texts
 
-    if hasattr(env, "tokenizer_texts"):
-        texts = list(env.tokenizer_texts())
-    else:
-        texts = [q.query for q in env.queries()]
-        for q in env.queries()[::7]:
-            c = env.candidates(q.id)
-            for table in (c.restaurants, c.attractions, c.accommodations):
-                for names in table.values():
-                    texts += names
-            texts += [t for per_day in c.transport.values() for opts in per_day.values() for t in opts]
-            texts += [head_text(r) for r in list(enumerate_routes(c))[:3]]
-        texts += [slot_text(1, "from A to B", f, "-") for f in SLOT_FIELDS]
-    return list(dict.fromkeys(texts + default_tokenizer_texts()))
+    return list(dict.fromkeys(list(env.tokenizer_texts()) + default_tokenizer_texts()))
 
 
 def build_embedded(texts: list[str]):
