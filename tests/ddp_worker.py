@@ -33,6 +33,8 @@ def main(out: str) -> None:
     flat = torch.cat([p.detach().flatten() for p in planner.model.parameters()])
     Path(out, f"rank{acc.process_index}.json").write_text(json.dumps({
         "world": acc.num_processes, "tasks": seen, "params": flat[:64].tolist(), "sum": float(flat.double().sum())}))
+    acc.wait_for_everyone()  # leave together, then close the gloo group (see tests/weights_worker.py)
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ def main(out: str) -> None:
     trainer = RLTFTrainer(make_cfg(Path(out) / "two", *WEIGHT_OVERRIDES), t5_planner(), toy_env(), acc)
     weights = weights_for(trainer, acc.num_processes, acc.process_index)
     Path(out, f"weights{acc.process_index}.json").write_text(json.dumps(weights))
+    # leave together and close the gloo group: a rank exiting while the other still holds the
+    # group open aborted once in CI ("terminate called without an active exception")
+    acc.wait_for_everyone()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
