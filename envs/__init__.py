@@ -64,7 +64,8 @@ def make(config=None, split: str = "train", **kwargs):
 
 def make_train_and_held_out(config=None, **kwargs):
     """``(train env, held-out env)`` sharing their data; the held-out env holds every task, the
-    validation / test ids are :func:`split_ids`."""
+    validation / test ids are :func:`split_ids`. ``device`` / ``build_guard`` are OpenAGI's (where
+    hf experts run, the guard of the full suite's one-time build); the travel env needs neither."""
     travel = _travel(config)
     if travel is not None:
         from envs.travel.factory import make_envs as make_travel_envs

@@ -108,11 +108,8 @@ def build_envs(run: Run) -> Envs:
     """The train and held-out envs of ``cfg.env`` from the env factory (OpenAGI's full suite data
     is built once, by the main process; hf experts run on this process's GPU)."""
     cfg, acc = run.cfg, run.acc
-    if cfg.env.name == "travel":
-        train, held_out = env_factory.make_train_and_held_out(cfg.env)
-    else:
-        train, held_out = env_factory.make_train_and_held_out(cfg.env, device=str(acc.device),
-                                                              build_guard=acc.main_process_first())
+    train, held_out = env_factory.make_train_and_held_out(cfg.env, device=str(acc.device),
+                                                          build_guard=acc.main_process_first())
     split = env_factory.split_ids(cfg.env)
     splits = {"train": train.tasks(), **{s: [held_out.get_task(i) for i in split[s]] for s in ("validation", "test")}}
     run.envs = Envs(train, held_out, splits)
