@@ -15,6 +15,11 @@ and overall (every task weighs the same), like the paper's Table 5; an env with 
 final pass rates) gives those columns, plus the mean reward. The schema names and their
 table order are ``rltf.schema.EVAL_SCHEMAS``; ``rltf.stages.evaluate`` picks the function per
 schema, the held-out tasks and the few-shot examples.
+
+With ~10 held-out tasks one task moves a mean by several points: the table gives each schema's
+overall score (an env's own table: its mean reward) with a 95% percentile-bootstrap interval over
+tasks (:func:`bootstrap_interval`, seeded, so the same scores always give the same interval), e.g.
+``0.7367 [0.61, 0.85]``; the interval is stored under the table's ``intervals``.
 """
 
 from __future__ import annotations
@@ -125,6 +130,37 @@ def _schema_result(name: str, env: Env, tasks: Sequence[Task], plans) -> SchemaR
     return res
 
 
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_LEVEL = 0.95
+BOOTSTRAP_SEED = 0
+
+
+def bootstrap_interval(scores: Sequence[float] | np.ndarray, *, resamples: int = BOOTSTRAP_RESAMPLES,
+                       level: float = BOOTSTRAP_LEVEL, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``scores`` (one per task): the ``(1 - level) / 2``
+    and ``(1 + level) / 2`` quantiles of the means of ``resamples`` resamples of the tasks drawn with
+    replacement, from a generator seeded by ``seed`` (same scores, same interval). The spread over
+    *tasks* (which tasks happened to be held out), not over training seeds. No scores: ``(nan, nan)``."""
+    x = np.asarray(scores, dtype=np.float64).ravel()
+    if not 0 < level < 1:
+        raise ValueError(f"level={level}: expected a number in (0, 1)")
+    if resamples < 1:
+        raise ValueError(f"resamples={resamples}: expected at least 1")
+    if x.size == 0:
+        return float("nan"), float("nan")
+    idx = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))
+    means = x[idx].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def format_interval(value: float, interval: Sequence[float] | None) -> str:
+    """``0.7367 [0.61, 0.85]`` (the value alone without an interval)."""
+    if interval is None or any(v is None or not np.isfinite(v) for v in interval):
+        return f"{value:.4f}"
+    return f"{value:.4f} [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
 def headline(env: Env) -> str:
     """The table column the main job's last line reports: ``overall`` on OpenAGI, the env's
     own headline metric otherwise (travel: ``final pass``)."""
@@ -132,13 +168,17 @@ def headline(env: Env) -> str:
 
 
 def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task], env: Env | None = None) -> dict:
-    """``{"columns": [...], "n_tasks": {column: n}, "rows": {schema: {column: value}}}``: per
-    metric family and overall (OpenAGI), or the env's own metrics (``env.table_columns``) plus
-    the mean reward."""
+    """``{"columns": [...], "n_tasks": {column: n}, "rows": {schema: {column: value}},
+    "intervals": {schema: [low, high]}, "interval": {...}}``: per metric family and overall
+    (OpenAGI), or the env's own metrics (``env.table_columns``) plus the mean reward. ``intervals``
+    are the bootstrap intervals over tasks (:func:`bootstrap_interval`) of the mean of each
+    schema's per-task scores, i.e. of the ``interval["column"]`` column (``overall``; an env's own
+    table: ``reward``)."""
     if env is not None and hasattr(env, "table_columns"):
         rows = {r.schema: {**env.table_columns(tasks, r.plans), "reward": r.overall} for r in results}
         columns = list(next(iter(rows.values()))) if rows else ["reward"]
-        return {"columns": columns, "n_tasks": {c: len(tasks) for c in columns}, "rows": rows}
+        return {"columns": columns, "n_tasks": {c: len(tasks) for c in columns}, "rows": rows,
+                **_intervals(results, tasks, "reward")}
     by_metric: dict[str, list[int]] = defaultdict(list)
     for t in tasks:
         by_metric[t.metric].append(t.id)
@@ -149,15 +189,35 @@ def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task], env: E
         row["overall"] = r.overall
         rows[r.schema] = row
     return {"columns": columns, "n_tasks": {m: len(v) for m, v in by_metric.items()} | {"overall": len(tasks)},
-            "rows": rows}
+            "rows": rows, **_intervals(results, tasks, "overall")}
+
+
+def _intervals(results: Sequence[SchemaResult], tasks: Sequence[Task], column: str) -> dict:
+    intervals = {r.schema: list(bootstrap_interval([r.scores[t.id] for t in tasks if t.id in r.scores]))
+                 for r in results}
+    return {"intervals": intervals, "interval": {"column": column, "level": BOOTSTRAP_LEVEL,
+                                                 "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED,
+                                                 "over": "tasks"}}
 
 
 def table_markdown(table: dict, title: str, labels: dict[str, str] | None = None) -> str:
-    """The table as markdown; ``labels`` rename schema rows (e.g. travel's oracle is the solver)."""
+    """The table as markdown; ``labels`` rename schema rows (e.g. travel's oracle is the solver).
+    The interval column (``overall``; an env's own table: ``reward``) shows each schema's
+    bootstrap interval: ``0.7367 [0.61, 0.85]``."""
     labels = labels or {}
     cols = table["columns"]
+    intervals = table.get("intervals", {})
+    icol = table.get("interval", {}).get("column")
+
+    def cell(schema: str, row: dict, c: str) -> str:
+        return format_interval(row[c], intervals.get(schema)) if c == icol else f"{row[c]:.4f}"
+
     head = "| schema | " + " | ".join(f"{c} ({table['n_tasks'][c]})" for c in cols) + " |"
     lines = [f"### {title}", "", head, "|" + "---|" * (len(cols) + 1)]
     for schema, row in table["rows"].items():
-        lines.append(f"| {labels.get(schema, schema)} | " + " | ".join(f"{row[c]:.4f}" for c in cols) + " |")
+        lines.append(f"| {labels.get(schema, schema)} | " + " | ".join(cell(schema, row, c) for c in cols) + " |")
+    if icol in cols and intervals:
+        info = table["interval"]
+        lines += ["", f"{icol}: mean over the {table['n_tasks'][icol]} tasks [{info['level']:.0%} bootstrap interval "
+                      f"over tasks, {info['resamples']} resamples]"]
     return "\n".join(lines) + "\n"

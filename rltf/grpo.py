@@ -192,6 +192,41 @@ class _StepLog(TrainerCallback):
                   f"length {logs.get('completions/mean_length', float('nan')):.1f}", flush=True)
 
 
+class PeriodicEval(TrainerCallback):
+    """Held-out score during GRPO training, as RLTF's trainer logs it: after every ``every``-th
+    optimiser step (``rltf.eval_every``; 0: never), ``evaluate()`` (e.g. the constrained beam
+    search on the validation tasks: ``{"eval/validation/score": x}``) is recorded in ``rows`` as
+    ``{"step": step, **metrics}`` and printed. The model's train/eval mode is restored after."""
+
+    def __init__(self, every: int, evaluate):
+        self.every, self.evaluate = every, evaluate
+        self.rows: list[dict] = []
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if not self.every or state.global_step % self.every:
+            return
+        was_training = model.training if model is not None else None
+        metrics = self.evaluate()
+        if model is not None and was_training:
+            model.train()
+        self.rows.append({"step": state.global_step, **metrics})
+        if state.is_world_process_zero:
+            print(f"grpo step {state.global_step}/{state.max_steps}: "
+                  + " ".join(f"{k} {v:.4f}" for k, v in metrics.items()), flush=True)
+
+
+def training_curve(trainer, evals: Sequence[dict] = ()) -> list[dict]:
+    """GRPO's per-step history in the rows RLTF's ``rltf_history.json`` holds: ``step``,
+    ``train/reward``, ``train/valid`` (fraction of sampled texts that are valid plans), plus the
+    periodic held-out metrics of ``evals`` (:class:`PeriodicEval` rows) at their steps."""
+    rows = {int(r["step"]): {"step": int(r["step"]), "train/reward": float(r["reward"]),
+                             **({"train/valid": float(r["valid"])} if "valid" in r else {})}
+            for r in reward_history(trainer)}
+    for e in evals:
+        rows.setdefault(int(e["step"]), {"step": int(e["step"])}).update({k: v for k, v in e.items() if k != "step"})
+    return [rows[k] for k in sorted(rows)]
+
+
 def reward_history(trainer) -> list[dict]:
     """TRL's per-step log rows (``trainer.state.log_history``) that carry a reward."""
     return [row for row in trainer.state.log_history if "reward" in row]

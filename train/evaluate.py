@@ -10,6 +10,12 @@ with the main job's held-out tasks and few-shot examples (``rltf/stages.py``), s
 evaluated here gets the main job's numbers. Prints the table and writes ``eval.md`` /
 ``eval.json`` into the run folder.
 
+``eval.splits`` picks the held-out tasks: ``[test]`` (10 tasks on the lite suite), or
+``[validation,test]`` for the union (18: one task moves the mean less); a split name other than
+train / validation / test is refused naming the key. Each schema's overall score comes with its
+95% bootstrap interval over the tasks (``0.7367 [0.61, 0.85]``; ``eval.json``: the table's
+``intervals``, :func:`rltf.evaluate.bootstrap_interval`).
+
 With ``flow.enabled: true`` (``configs/travel-mtp.yaml``, ``travel-okr.yaml``, ``travel-react.yaml``)
 it evaluates the agent flows of ``flow.methods`` on the travel sandbox instead
 (:mod:`rltf.flows.evaluate`: ``flow_eval.md`` / ``flow_eval.json`` and traces; ``dry_run=true``

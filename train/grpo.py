@@ -18,8 +18,13 @@ instead, whose unconstrained text stays near-random (see :mod:`rltf.grpo`).
 Evaluation on the held-out tasks (``eval.splits``): the fine-tuned and the GRPO planner by the main
 job's constrained beam search (``finetuned`` / ``grpo``, the evaluation RLTF gets) and by
 unconstrained greedy decoding parsed as written (``*_free``), with the fraction of valid plans;
-plus ``reference`` / ``oracle`` when in ``eval.schemas``. Writes ``<run_dir>/results.md`` /
-``results.json`` / ``grpo_history.json``; the last line is
+plus ``reference`` / ``oracle`` when in ``eval.schemas``; the overall scores with their bootstrap
+intervals over tasks (:func:`rltf.evaluate.bootstrap_interval`). Every ``rltf.eval_every`` steps
+(0: never) the GRPO planner is scored on the validation tasks by the same beam search, as RLTF's
+trainer does (``eval/validation/score``). Writes ``<run_dir>/results.md`` / ``results.json``
+(table, intervals, plans, per-task scores) / ``grpo_history.json`` (TRL's log and every reward
+call) / ``train_history.json`` (per step: ``train/reward``, ``train/valid``, and the validation
+score at the evaluation steps: the rows of RLTF's ``rltf_history.json``); the last line is
 ``held-out overall: finetuned=<x> grpo=<x> grpo_valid=<x>`` (``grpo_valid``: the fraction of valid
 plans among the GRPO planner's greedy free text).
 """
@@ -47,11 +52,13 @@ from rltf import stages  # noqa: E402
 from rltf.config import ConfigError, RunConfig, load_config, resolve_config_path  # noqa: E402
 from rltf.grpo import (  # noqa: E402
     GrpoSettings,
+    PeriodicEval,
     comparison_table,
     free_text_schema,
     make_grpo_trainer,
     reward_history,
     text_finetune,
+    training_curve,
 )
 from rltf.tracking import write_json  # noqa: E402
 
@@ -140,9 +147,14 @@ def run(cfg: RunConfig, grpo: GrpoSettings) -> dict:
     job.log(f"fine-tuned, free text {free['finetuned_free'].result.overall:.4f} "
             f"(valid {free['finetuned_free'].valid_fraction:.2f})")
 
+    def validation_score() -> dict[str, float]:  # what RLTF's trainer logs every rltf.eval_every steps
+        r = stages.evaluate(job, ["rltf"], planner, envs, envs.splits["validation"], log=False)["rltf"]
+        return {"eval/validation/score": r.overall}
+
+    periodic = PeriodicEval(cfg.rltf.eval_every, validation_score)
     t0 = time.perf_counter()
     trainer, reward = make_grpo_trainer(cfg, planner, envs.train, envs.splits["train"], job.run_dir / "grpo", grpo,
-                                        reference_dir=start_dir)
+                                        reference_dir=start_dir, callbacks=[periodic])
     trainer.train()
     history = reward_history(trainer)
     job.log(f"GRPO: {cfg.rltf.steps} steps in {time.perf_counter() - t0:.0f}s; train reward "
@@ -163,13 +175,16 @@ def run(cfg: RunConfig, grpo: GrpoSettings) -> dict:
     table, md = comparison_table(constrained, free, tasks, title)
     summary = {"table": table, "grpo": dataclasses.asdict(grpo),
                "plans": {k: v.plans for k, v in constrained.items()} | {k: v.result.plans for k, v in free.items()},
+               "scores": {k: v.scores for k, v in constrained.items()} | {k: v.result.scores for k, v in free.items()},
                "free_text": {k: v.texts for k, v in free.items()},
                "seconds": time.perf_counter() - job.started}
     job.run_dir.mkdir(parents=True, exist_ok=True)
     (job.run_dir / "results.md").write_text(md)
     write_json(job.run_dir / "results.json", summary)
     write_json(job.run_dir / "grpo_history.json", {"log_history": trainer.state.log_history,
-                                                   "reward_calls": [dataclasses.asdict(c) for c in reward.calls]})
+                                                   "reward_calls": [dataclasses.asdict(c) for c in reward.calls],
+                                                   "evals": periodic.rows})
+    write_json(job.run_dir / "train_history.json", training_curve(trainer, periodic.rows))
     rows = table["rows"]
     job.log("\n" + md)
     job.log(f"run folder: {job.run_dir}  ({summary['seconds']:.0f}s)")
