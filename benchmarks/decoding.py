@@ -35,10 +35,26 @@ sandbox entity and transport string -- plus the OpenAGI ones):
     ``num_return_sequences``; beam search: ``num_beams``), forced to that length. Same model, same
     prompts; the OpenAGI grammar is measured the same way in the same run.
 
-    python benchmarks/decoding.py [--prompts 8] [--repeats 5] [--threads 1] [--sections openagi travel]
+XGrammar section (issue #15 item 6; ``--sections xgrammar``, not in the default run: about 8
+minutes at the default sizes on one thread; needs ``pip install -e ".[bench]"``, else it prints a
+skip line): the strongest decoding peer, HF ``generate`` constrained by XGrammar (the grammar engine
+of the serving ecosystem) on the same plan language as (b) -- the canonical plans of each prompt's
+signature, as a trie-shaped EBNF over what the planner's WordPiece tokens write -- with one
+``GrammarMatcher`` per row, forked along the beams' ancestry under beam search
+(``benchmarks/xgrammar_peer.py``; ``renormalize_logits=True``, ``length_penalty=0``), against
+``ours`` and an unconstrained HF ``generate`` of as many steps with the same settings, same d_model
+256 planner, same prompts, in the same run. XGrammar allows every tokenisation of a plan string
+(ours only the canonical one), so its rows are longer: compare per row-step. Grammar compile time
+(EBNF, parse, XGrammar's token mask cache; per signature) is reported apart from decoding;
+XGrammar fills masks on ``--threads`` threads, as torch. ``--xgrammar-flat`` also times the same
+language written as a flat list of plan strings.
+
+    python benchmarks/decoding.py [--prompts 8] [--repeats 5] [--threads 1] [--sections openagi travel xgrammar]
     python benchmarks/decoding.py --quick          # fewer prompts / queries / repeats: about 2 minutes
 
-Times are the median run of ``--repeats`` (methods take turns). The last lines are the ratios:
+Times are the median run of ``--repeats`` (methods take turns). The last lines are the ratios
+(with the xgrammar section, first ``ours/xgrammar per row-step (sample): <ratio>``,
+``ours/xgrammar per row-step (beam): <ratio>`` and ``xgrammar compile time: ...``):
 ``travel constrained/unconstrained per step: <ratio> (<mode>)`` and ``openagi constrained/unconstrained
 per step: <ratio> (<mode>)`` (embedded planner), then ``ours/unconstrained: <ratio>`` and
 ``prefix_fn/ours: <ratio>`` (the d_model 256 planner, beam search, time per row-step).
@@ -48,8 +64,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
@@ -57,7 +75,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration  # noqa: E402
+from transformers import AutoTokenizer, LogitsProcessorList, T5Config, T5ForConditionalGeneration  # noqa: E402
 
 from constrained_decoding import beam_search_plans, sample_plans  # noqa: E402
 from constrained_decoding.dfa import build_dfa  # noqa: E402
@@ -415,6 +433,141 @@ def travel_section(args) -> list[str]:
     return summary
 
 
+# ---------------------------------------------------------------------------------------- xgrammar
+
+
+def load_xgrammar_peer():
+    """``benchmarks/xgrammar_peer.py`` (this script's directory is not a package); ``None`` if
+    ``xgrammar`` is not installed."""
+    try:
+        import xgrammar  # noqa: F401
+    except ImportError:
+        return None
+    if "xgrammar_peer" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("xgrammar_peer", os.path.join(os.path.dirname(__file__),
+                                                                                    "xgrammar_peer.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["xgrammar_peer"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["xgrammar_peer"]
+
+
+def plan_languages(tok, registry, signatures) -> tuple[list[list[tuple[int, ...]]], dict]:
+    """The benchmark's plan language per distinct signature (as :class:`PrefixFn`'s): the canonical
+    plan texts tokenised whole, then EOS; and each signature's index."""
+    eos, _ = special_ids(tok)
+    langs, index = [], {}
+    for sig in dict.fromkeys(signatures):
+        texts = [format_plan(p) for p in enumerate_plans(registry, *sig, LIMITS)]
+        index[sig] = len(langs)
+        langs.append([tuple(x) + (eos,) for x in tok(texts, add_special_tokens=False)["input_ids"]])
+    return langs, index
+
+
+def xgrammar_section(args) -> list[str]:
+    """The d_model 256 planner on the OpenAGI prompts: ours vs HF generate + XGrammar (summary lines)."""
+    peer = load_xgrammar_peer()
+    if peer is None:
+        print('\n== xgrammar: skipped: xgrammar is not installed (pip install -e ".[bench]") ==')
+        return ['ours/xgrammar per row-step: skipped (xgrammar is not installed: pip install -e ".[bench]")']
+    from importlib.metadata import version
+
+    model, tok = build_planner()
+    registry = signature_registry()
+    tasks = [TASKS[i % len(TASKS)] for i in range(args.prompts)]
+    prompts = [t[0] for t in tasks]
+    sigs = [(t[1], t[2]) for t in tasks]
+    batch = tok(prompts, return_tensors="pt", padding=True)
+    enc = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    eos, pad = special_ids(tok)
+    decoder = model.get_decoder()
+    langs, index = plan_languages(tok, registry, sigs)
+    layouts = ["trie", "flat"] if args.xgrammar_flat else ["trie"]
+    compiled = {layout: peer.XGrammarPlans(tok, langs, vocab_size=model.config.vocab_size, layout=layout,
+                                           threads=args.threads) for layout in layouts}
+    plans = compiled["trie"]
+    print(f"\n== xgrammar {version('xgrammar')} vs ours, openagi grammar, planner: T5 d_model 256, 4+4 layers, "
+          f"vocab {len(tok)} (WordPiece); {len(prompts)} prompts, {len(langs)} signatures; {args.threads} thread(s) ==")
+    print(f"  grammar compile (EBNF + parse + XGrammar compile, {args.threads} thread(s)), not in the decoding times:")
+    print(f"  TokenizerInfo + compiler: {1e3 * plans.info_s:.0f} ms; minimal DFA of the plans' token sequences "
+          f"(the trie EBNF is written from it): {1e3 * plans.dfa_s:.0f} ms")
+    for layout, xp in compiled.items():
+        for sig, k in index.items():
+            name = "+".join(sig[0]) + "->" + sig[1]
+            print(f"  {layout:<5} {name:<18}{len(langs[k]):>7d} plans  {len(xp.ebnf[k]):>9d} EBNF chars  "
+                  f"{1e3 * xp.compile_s[k]:>8.1f} ms")
+        print(f"  {layout:<5} total: {1e3 * (sum(xp.compile_s) + xp.dfa_s):.0f} ms for {len(langs)} signatures")
+    canonical = {seq for lang in langs for seq in lang}
+    texts = {b"".join(plans.strings[t] for t in seq[:-1]) for seq in canonical}
+
+    def check(out: torch.Tensor, width: int) -> tuple[int, int, int]:
+        """(valid plans, of them in canonical tokenisation, rows) of generate's output rows."""
+        valid = canon = 0
+        for row in out[:, 1:].tolist():
+            row = row[: row.index(eos) + 1] if eos in row else row
+            valid += b"".join(plans.strings[t] for t in row[:-1]) in texts and row[-1:] == [eos]
+            canon += tuple(row) in canonical
+        return valid, canon, out.shape[0]
+
+    summary = []
+    with torch.inference_mode():
+        for mode, width in (("sample", args.samples), ("beam", args.beams)):
+            if mode not in args.modes:
+                continue
+            common = dict(num_return_sequences=width, pad_token_id=pad, eos_token_id=eos,
+                          decoder_start_token_id=pad, use_cache=True, renormalize_logits=True, max_new_tokens=96)
+            if mode == "beam":
+                common.update(num_beams=width, do_sample=False, length_penalty=0.0, early_stopping=True)
+
+                def ours(head="auto"):
+                    return beam_search_plans(model, tok, prompts, grammars, num_beams=width, head=head)
+            else:
+                common.update(num_beams=1, do_sample=True, temperature=1.0, top_k=0, top_p=1.0)
+
+                def ours(head="auto"):
+                    return sample_plans(model, tok, prompts, grammars, k=width, seed=0, head=head)
+            grammars = plan_grammars(tok, sigs, registry, LIMITS)
+
+            def xgrammar(layout="trie"):
+                per_prompt = [compiled[layout].compiled[index[s]] for s in sigs]
+                proc = peer.XGrammarLogitsProcessor(per_prompt, rows_per_prompt=width, pad_id=pad,
+                                                    beam=mode == "beam", threads=args.threads)
+                torch.manual_seed(0)
+                return model.generate(**enc, **common, logits_processor=LogitsProcessorList([proc])), proc.seconds
+
+            steps = xgrammar()[0].shape[1] - 1  # the unconstrained reference runs as many steps (same seed)
+            fns = {"unconstrained": lambda: model.generate(**enc, **{**common, "max_new_tokens": steps},
+                                                                    min_new_tokens=steps),
+                   "ours": ours, "xgrammar": xgrammar}
+            if args.xgrammar_flat:
+                fns["xgrammar (flat)"] = lambda: xgrammar("flat")
+            measured = measure(fns, decoder, args.repeats)
+            print(f"\n{mode} ({width} {'beams' if mode == 'beam' else 'samples'} per prompt)")
+            print(f"  {'method':<18}{'total s':>9}{'passes':>8}{'row-steps':>11}{'ms/pass':>9}{'us/row-step':>13}")
+            for name, (t, n, r, _) in measured.items():
+                print(f"  {name:<18}{t:>9.3f}{n:>8d}{r:>11d}{1e3 * t / n:>9.2f}{1e6 * t / r:>13.1f}")
+            for name, (t, n, r, (_, proc_s)) in [(k, v) for k, v in measured.items() if k.startswith("xgrammar")]:
+                print(f"  {name}: its logits processor (matchers, masks, applying them) "
+                      f"{1e6 * proc_s / r:.1f} us/row-step of {1e6 * t / r:.1f}")
+            valid, canon, rows = check(measured["xgrammar"][3][0], width)
+            print(f"  xgrammar output rows: {valid}/{rows} valid plans, {canon}/{rows} in canonical tokenisation "
+                  "(XGrammar allows every tokenisation of a plan string; ours only the canonical one)")
+            best = measured["ours"][3][0][0]
+            print(f"  e.g. ours, prompt 0: {best.text!r}; xgrammar: "
+                  f"{tok.decode(measured['xgrammar'][3][0][0], skip_special_tokens=True)!r}")
+            step = {k: v[0] / v[2] for k, v in measured.items()}
+            print(f"  per row-step: ours/xgrammar {step['ours'] / step['xgrammar']:.2f}, "
+                  f"xgrammar/unconstrained {step['xgrammar'] / step['unconstrained']:.2f}, "
+                  f"ours/unconstrained {step['ours'] / step['unconstrained']:.2f}")
+            summary.append(f"ours/xgrammar per row-step ({mode}): {step['ours'] / step['xgrammar']:.2f}")
+            if args.xgrammar_flat:
+                summary.append(f"xgrammar flat/trie per row-step ({mode}): "
+                               f"{step['xgrammar (flat)'] / step['xgrammar']:.2f}")
+    summary.append(f"xgrammar compile time: {1e3 * (sum(plans.compile_s) + plans.dfa_s):.0f} ms for {len(langs)} "
+                   f"signatures (+ {1e3 * plans.info_s:.0f} ms TokenizerInfo, once per tokenizer)")
+    return summary
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--prompts", type=int, default=8, help="how many of the 8 OpenAGI benchmark tasks (cycled)")
@@ -424,7 +577,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on shared CPUs)")
     p.add_argument("--modes", nargs="+", choices=("beam", "sample"), default=["beam", "sample"],
                    help="which searches to time (the openagi section's last two lines need beam)")
-    p.add_argument("--sections", nargs="+", choices=("openagi", "travel"), default=["openagi", "travel"])
+    p.add_argument("--sections", nargs="+", choices=("openagi", "travel", "xgrammar"),
+                   default=["openagi", "travel"],
+                   help="xgrammar (HF generate + XGrammar, about 8 minutes at the default sizes) runs when named")
+    p.add_argument("--xgrammar-flat", action="store_true",
+                   help="xgrammar section: also time the plan language written as a flat list of plan strings")
     p.add_argument("--travel-queries", type=int, default=2, help="decoded travel queries per trip length (3/5/7)")
     p.add_argument("--build-queries", type=int, default=5, help="travel queries per trip length timed building")
     p.add_argument("--build-repeats", type=int, default=3)
@@ -441,6 +598,8 @@ def main(argv: list[str] | None = None) -> None:
         summary += openagi_section(args)
     if "travel" in args.sections:
         summary = travel_section(args) + summary
+    if "xgrammar" in args.sections:
+        summary = xgrammar_section(args) + summary
     print()
     for line in summary:
         print(line)
