@@ -140,17 +140,7 @@ class RLTFTrainer:
         loss = -(shaped.to(logp.device) * logp).mean()
 
         # 6. update (a non-finite loss or gradient norm stops the run with the step named, or skips the step)
-        # (decided on every process's loss: the processes must agree on whether to run the backward)
-        worst = float(loss.detach()) if self.acc.num_processes == 1 else float(
-            self._gather(np.array([float(loss.detach())])).sum())
-        skipped = self._nonfinite("loss", worst)
-        grad_norm = float("nan")
-        if skipped:
-            advance_schedule(self.scheduler)  # the schedule stays aligned with the step count
-        else:
-            self.sharding.backward(loss)
-            grad_norm = self.sharding.clip_and_step(self.model, self.optimizer, self.scheduler, rl.max_grad_norm)
-            skipped = self._nonfinite("gradient norm", float(grad_norm))  # (the step was not applied)
+        grad_norm, skipped = self.update(loss)
         self.step += 1
         texts = [r.plan_text for r in results]  # (the env formatted each valid plan once)
         self.last_batch = StepBatch([t.id for t, *_ in flat], texts, rewards,
@@ -175,6 +165,22 @@ class RLTFTrainer:
             "train/cache_hit_rate": stats.hit_rate if stats else 0.0,
             "train/plans_per_s": len(flat) * acc.num_processes / (time.perf_counter() - t0),
         }
+
+    def update(self, loss: torch.Tensor) -> tuple[float, bool]:
+        """Backward, average gradients over processes, clip, step; ``(grad_norm, skipped)``. A
+        non-finite loss or gradient norm stops the run with the step named, or skips the step
+        (decided on every process's loss: the processes must agree on whether to run the backward)."""
+        worst = float(loss.detach()) if self.acc.num_processes == 1 else float(
+            self._gather(np.array([float(loss.detach())])).sum())
+        skipped = self._nonfinite("loss", worst)
+        grad_norm = float("nan")
+        if skipped:
+            advance_schedule(self.scheduler)  # the schedule stays aligned with the step count
+        else:
+            self.sharding.backward(loss)
+            grad_norm = self.sharding.clip_and_step(self.model, self.optimizer, self.scheduler, self.rl.max_grad_norm)
+            skipped = self._nonfinite("gradient norm", float(grad_norm))  # (the step was not applied)
+        return grad_norm, skipped
 
     def _nonfinite(self, what: str, value: float) -> bool:
         """True when ``value`` is NaN/inf and ``on_nonfinite: skip`` (the step is skipped, warned);
@@ -276,6 +282,11 @@ class RLTFTrainer:
                             extra_dirs={ENGINE_DIR: engine} if engine else None, keep=self.rl.save_total_limit)
         self.acc.wait_for_everyone()
 
+    def load_weights(self, directory) -> None:
+        """The planner's weights from a checkpoint's model directory (every process, sharded or not)."""
+        reloaded = Planner.from_pretrained(directory)
+        self.sharding.load_full_state_dict(self.model, reloaded.model.state_dict())
+
     def resume(self) -> bool:
         """Load the newest intact checkpoint of this run, if any (a damaged newer one is skipped with a
         warning naming it); True when training resumes from it."""
@@ -289,8 +300,7 @@ class RLTFTrainer:
         if saved != self.sharding.kind:
             raise ValueError(f"{ckpt} was written by a {saved} run; this run is {self.sharding.kind}: its optimizer "
                              f"state cannot be resumed here (start a new run from {ckpt / MODEL_DIR} instead)")
-        reloaded = Planner.from_pretrained(ckpt / MODEL_DIR)
-        self.sharding.load_full_state_dict(self.model, reloaded.model.state_dict())
+        self.load_weights(ckpt / MODEL_DIR)
         self.sharding.load_optimizer_state_dict(self.model, self.optimizer, state["optimizer"])
         self.sharding.load_engine(ckpt / ENGINE_DIR)
         self.scheduler.load_state_dict(state["scheduler"])

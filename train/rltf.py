@@ -1,5 +1,9 @@
 """Main job: zero/few-shot -> fine-tuning warm start -> RLTF -> held-out evaluation.
 
+With ``flow.enabled`` (``configs/travel-mtp.yaml``, ``travel-okr.yaml``) it trains an agent flow
+instead: warm start on the solver's decisions -> RLTF on the flow's trajectories -> held-out
+evaluation of the flow (``rltf/flow_stages.py``).
+
     accelerate launch train/rltf.py [config=configs/<name>.yaml] [key=value ...]
     python train/rltf.py rltf.steps=50 seed=1
 
@@ -21,11 +25,14 @@ from rltf import stages  # noqa: E402
 from rltf.cli import run_cli  # noqa: E402
 from rltf.config import RunConfig, load_config  # noqa: E402
 from rltf.describe import describe_run  # noqa: E402
+from rltf.flow_stages import run_flow_job  # noqa: E402
 from rltf.planner_loading import check_kl_reference  # noqa: E402
 
 
 def run(cfg: RunConfig) -> dict:
     check_kl_reference(cfg.planner, sft=cfg.sft.enabled, kl_coef=cfg.rltf.kl_coef)  # before anything loads
+    if cfg.flow.enabled:  # an agent flow (MTP, OKR-Agent) on the travel sandbox: rltf/flow_stages.py
+        return run_flow_job(cfg)
     job = stages.start(cfg)
     envs = stages.build_envs(job)
     planner = stages.build_planner(job, envs)

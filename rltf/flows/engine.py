@@ -826,6 +826,9 @@ class Flow:
         """One backend call, retried with bounded exponential backoff; None when every call failed."""
         policy = self.config.backoff
         sampling = node.sampling or self.config.sampling
+        begin_node = getattr(self.backend, "begin_node", None)  # backends that answer per node (role adapters)
+        if begin_node is not None:
+            begin_node(node.name)
         for i in range(policy.max_attempts):
             try:
                 out = self.backend.generate([messages], grammar, sampling=sampling)

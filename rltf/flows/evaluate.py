@@ -37,8 +37,8 @@ from omegaconf.errors import OmegaConfBaseException
 from rltf.config import ConfigError, RunConfig, load_config, resolve_config_path
 from rltf.flows.settings import FlowSettings, FlowSettingsError
 
-__all__ = ["COLUMNS", "build_backend", "describe_flows", "evaluate_flows", "load_flow_config", "main", "run_method",
-           "select_queries", "table_markdown"]
+__all__ = ["COLUMNS", "build_backend", "describe_flows", "evaluate_flows", "evaluate_method", "held_out_ids",
+           "load_flow_config", "main", "run_method", "select_queries", "solver_row", "table_markdown"]
 
 COLUMNS = ("delivery", "commonsense micro", "commonsense macro", "hard micro", "hard macro", "final pass", "reward",
            "tokens/query", "seconds/query", "nodes/query", "decisions/query")
@@ -178,19 +178,12 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
     ``backend`` / ``envs_pair`` (train, held-out) reuse what the caller built. Returns the summary
     written to ``flow_eval.json``."""
     import envs as env_factory
-    from rltf.flows.travel_nodes import FlowRun
 
     if cfg.env.name != "travel":
         raise ConfigError(f"the flows plan on the travel sandbox: set env.name=travel (got {cfg.env.name!r})")
     started = time.perf_counter()
     train, held = envs_pair if envs_pair is not None else env_factory.make_train_and_held_out(cfg.env)
-    parts = env_factory.split_ids(cfg.env)
-    ids = [i for s in dict.fromkeys(flow.splits) for i in parts[s]]
-    if flow.days:
-        ids = [i for i in ids if held.get_query(i).days in flow.days]
-    ids = select_queries(ids, flow.limit, flow.select)
-    if not ids:
-        raise ConfigError(f"no held-out query in {flow.splits} with days {flow.days or cfg.env.travel.days}")
+    ids = held_out_ids(cfg, flow, held)
     if backend is None:
         backend = build_backend(cfg, flow, train)
     run_dir = Path(cfg.run_dir)
@@ -198,38 +191,13 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
     rows: dict[str, dict[str, float]] = {}
     queries: dict[str, list[dict]] = {}
     for method in flow.methods:
-        plans: dict[int, Any] = {}
-        records = []
-        for k, i in enumerate(ids):
-            trace = run_dir / "traces" / method / f"query{i}.json" if k < flow.trace_queries else None
-            t0 = time.perf_counter()
-            try:
-                fr = run_method(method, held, i, backend, flow, trace)
-            except Exception as e:  # noqa: BLE001 - one query's crash is that query's failure, reported
-                fr = FlowRun(None, None, f"{type(e).__name__}: {e}")
-            secs = time.perf_counter() - t0
-            plans[i] = fr.plan
-            res = fr.result
-            steps = res.constrained() if res is not None else []
-            records.append({
-                "query": i, "plan": fr.plan, "error": fr.error, "seconds": secs,
-                "tokens": res.usage.total_tokens if res is not None else 0,
-                "nodes": len(res.order) if res is not None else 0, "decisions": len(steps),
-                "logprob": sum(c.logprob for _, c in steps if c.logprob is not None),
-                "trace": str(trace) if trace is not None and res is not None else None,
-                "extra": fr.extra})
-        rows[method], queries[method] = _score(held, ids, plans, records)
+        rows[method], queries[method] = evaluate_method(method, held, ids, backend, flow,
+                                                        trace_dir=run_dir / "traces" / method)
         r = rows[method]
         log(f"{method}: final pass {r['final pass']:.4f}, delivery {r['delivery']:.4f}, reward {r['reward']:.4f} "
             f"({r['seconds/query']:.2f} s, {r['tokens/query']:.0f} tokens per query)")
     if flow.oracle:
-        plans, records = {}, []
-        for i in ids:
-            t0 = time.perf_counter()
-            plans[i] = held.reference_plan(i)
-            records.append({"query": i, "plan": plans[i], "error": None, "seconds": time.perf_counter() - t0,
-                            "tokens": 0, "nodes": 0, "decisions": 0, "logprob": 0.0, "trace": None, "extra": {}})
-        rows["solver"], queries["solver"] = _score(held, ids, plans, records)
+        rows["solver"], queries["solver"] = solver_row(held, ids)
     title = f"{', '.join(flow.methods)} on {len(ids)} {'+'.join(flow.splits)} queries ({_backend_name(flow)})"
     md = table_markdown(rows, title)
     summary = {"table": rows, "queries": ids, "title": title, "backend": dataclasses.asdict(flow.backend),
@@ -241,6 +209,61 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
     log(f"run folder: {run_dir}  ({summary['seconds']:.0f}s)")
     log("held-out final pass: " + " ".join(f"{m}={r['final pass']:.4f}" for m, r in rows.items()))
     return summary
+
+
+def evaluate_method(method: str, env, ids: Sequence[int], backend, flow: FlowSettings,
+                    trace_dir: Path | None = None) -> tuple[dict[str, float], list[dict]]:
+    """``method``'s flow on each query of ``ids`` with ``backend``: the table row and one record per
+    query (plan, error, seconds, tokens, nodes, decisions, log-prob; reward, final pass and
+    violations). The first ``flow.trace_queries`` passes write their traces to ``trace_dir``."""
+    from rltf.flows.travel_nodes import FlowRun
+
+    plans: dict[int, Any] = {}
+    records = []
+    for k, i in enumerate(ids):
+        trace = trace_dir / f"query{i}.json" if trace_dir is not None and k < flow.trace_queries else None
+        t0 = time.perf_counter()
+        try:
+            fr = run_method(method, env, i, backend, flow, trace)
+        except Exception as e:  # noqa: BLE001 - one query's crash is that query's failure, reported
+            fr = FlowRun(None, None, f"{type(e).__name__}: {e}")
+        secs = time.perf_counter() - t0
+        plans[i] = fr.plan
+        res = fr.result
+        steps = res.constrained() if res is not None else []
+        records.append({
+            "query": i, "plan": fr.plan, "error": fr.error, "seconds": secs,
+            "tokens": res.usage.total_tokens if res is not None else 0,
+            "nodes": len(res.order) if res is not None else 0, "decisions": len(steps),
+            "logprob": sum(c.logprob for _, c in steps if c.logprob is not None),
+            "trace": str(trace) if trace is not None and res is not None else None,
+            "extra": fr.extra})
+    return _score(env, list(ids), plans, records)
+
+
+def solver_row(env, ids: Sequence[int]) -> tuple[dict[str, float], list[dict]]:
+    """The exact solver's row (the oracle: no model) on the queries ``ids``."""
+    plans, records = {}, []
+    for i in ids:
+        t0 = time.perf_counter()
+        plans[i] = env.reference_plan(i)
+        records.append({"query": i, "plan": plans[i], "error": None, "seconds": time.perf_counter() - t0,
+                        "tokens": 0, "nodes": 0, "decisions": 0, "logprob": 0.0, "trace": None, "extra": {}})
+    return _score(env, list(ids), plans, records)
+
+
+def held_out_ids(cfg: RunConfig, flow: FlowSettings, env) -> list[int]:
+    """The held-out queries of ``flow.splits`` (the persisted split) with ``flow.days``, ``flow.limit`` of them."""
+    import envs as env_factory
+
+    parts = env_factory.split_ids(cfg.env)
+    ids = [i for s in dict.fromkeys(flow.splits) for i in parts[s]]
+    if flow.days:
+        ids = [i for i in ids if env.get_query(i).days in flow.days]
+    ids = select_queries(ids, flow.limit, flow.select)
+    if not ids:
+        raise ConfigError(f"no held-out query in {flow.splits} with days {flow.days or cfg.env.travel.days}")
+    return ids
 
 
 def select_queries(ids: Sequence[int], limit: int | None, select: str = "spread") -> list[int]:

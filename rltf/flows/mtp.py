@@ -336,8 +336,10 @@ class MetaTaskPlanning:
             sup = [d for d in ctx.dependencies if d.name == f"supervise.{t.id}"]
             if sup and sup[0].ok:
                 brief = f"Supervisor: {sup[0].answer.strip()}\n{brief}"
+            # (the meta-task as the supervisor made it concrete, not the whole query: MTP's executors
+            # see their own task, and the planner's prompts stay short)
             return self._messages("executor", (
-                f"{self.q.query}\n{brief}\n{self.notes[t.id]}. Options (cheapest first):\n"
+                f"{brief}\n{self.notes[t.id]}. Options (cheapest first):\n"
                 f"{option_lines(options)}\nAnswer with one option."))
 
         def after(ctx: NodeContext, answer: str) -> Any:
@@ -462,13 +464,46 @@ class MetaTaskPlanning:
         ctx.db["mtp.plan"] = plan
         return plan
 
+    # ------------------------------------------------------------------------- local credit
+    def local_results(self) -> dict[str, float]:
+        """Each executed meta-task's local-constraint result for the option its executor chose:
+        the share of its local constraints met, by the evaluator's rules (transport: the query's
+        transportation rule and the trip's family; stay: room type, house rule, minimum nights;
+        meal: a restaurant no other meal of the trip repeats, and, when the query asks for
+        cuisines, every wanted cuisine covered by the trip's meals -- a constraint of the meal
+        chain, so it credits each of its meals; attraction: not repeated). What per-decision
+        credit (``flow.credit: local+global``) gives each executor decision."""
+        q, chosen = self.q, {tid: o["choice"] for tid, o in self.outcomes.items()}
+        counts: dict[str, int] = {}
+        for tid, text in chosen.items():
+            if self.tasks[tid].kind in ("meal", "attraction") and text != "-":
+                counts[text] = counts.get(text, 0) + 1
+        wanted = set(q.local_constraint.get("cuisine") or ())
+        meals = [text for tid, text in chosen.items() if self.tasks[tid].kind == "meal"]
+        cuisines_ok = not wanted or wanted <= covered_cuisines(self.cat, meals)
+        out: dict[str, float] = {}
+        for tid, text in chosen.items():
+            t = self.tasks[tid]
+            o = NONE if text == "-" else self.cat.lookup(text)
+            if t.kind == "transport":
+                checks = [o is not None and not transport_problems(o, q, self.family)]
+            elif t.kind == "stay":
+                checks = [o is not None and not hotel_problems(o, q, len(t.days))]
+            elif t.kind == "meal":
+                checks = [text == "-" or counts.get(text, 0) == 1] + ([cuisines_ok] if wanted else [])
+            else:
+                checks = [counts.get(text, 0) == 1]
+            out[tid] = sum(checks) / len(checks)
+        return out
+
     # --------------------------------------------------------------------------------- run
     def run(self, trace_path: str | Path | None = None) -> FlowRun:
         flow = self.build()
         result = flow.run(trace_path=trace_path)
         plan = result["deliverer"].value if "deliverer" in result.results and result["deliverer"].ok else None
         error = None if plan is not None else "; ".join(f"{r.name}: {r.error}" for r in result.failures()) or None
-        return FlowRun(plan, result, error, {"graph": flow.db.get("mtp.graph"), "delivered": flow.db.get("mtp.delivered")})
+        return FlowRun(plan, result, error, {"graph": flow.db.get("mtp.graph"), "delivered": flow.db.get("mtp.delivered"),
+                                             "local": self.local_results()})
 
 
 def run_mtp(env, query, backend, settings: MTPSettings | None = None, *, config: FlowConfig | None = None,

@@ -125,6 +125,12 @@ class FlowSettings:
     mtp: MTPSettings = field(default_factory=MTPSettings)
     okr: OKRSettings = field(default_factory=OKRSettings)
     react: ReActSettings = field(default_factory=ReActSettings)
+    # training (train/rltf.py with flow.enabled: warm start on the solver's choices -> RLTF on the flow)
+    credit: Literal["global", "local+global"] = "global"  # global: every decision gets its trajectory's
+    # advantage; local+global: an MTP executor decision also gets its meta-task's local-constraint result
+    local_weight: float = num(1.0, ge=0)  # the weight of the local term under local+global credit
+    roles: Literal["shared", "lora"] = "shared"  # shared: one planner for every role (the role is in its
+    # prompt); lora: a LoRA adapter per role on one base model, trained together
 
     def validate(self, section: str = "flow") -> None:
         for message in bound_errors(self, f"{section}."):
