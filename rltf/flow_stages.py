@@ -84,6 +84,7 @@ def warm_start(run: stages.Run, planner, envs: stages.Envs, method: str, out_dir
     cfg, acc = run.cfg, run.acc
     if demos is None:
         demos, taught = demonstrations(run, envs, method, PlannerBackend(planner).describe)
+    demos = [d for d in demos if len(d.options) > 1]  # one option: log π = 0, nothing to fit
     history = supervised_finetune(planner, DemonstrationGrammars(), demos, epochs=cfg.sft.epochs, lr=cfg.sft.lr,
                                   batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=acc,
                                   progress=cfg.logging.progress_bar, sharding=run.sharding,

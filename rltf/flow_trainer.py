@@ -67,11 +67,21 @@ class FlowRLTFTrainer(RLTFTrainer):
         return out
 
     def _scored(self, model, decisions) -> torch.Tensor:
-        """log π_c of every decision under ``model`` now (per role's adapter with ``roles: lora``)."""
-        comps = [d.completion for d in decisions]
+        """log π_c of every decision under ``model`` now (per role's adapter with ``roles: lora``).
+        A choice with one option has log π_c = 0 whatever the weights: it is not run through the
+        model (under FSDP every decision is, so that every process makes the same forward calls)."""
+        forced = [not self.sharding.sharded and _forced(d) for d in decisions]
+        live = [d for d, f in zip(decisions, forced) if not f]
+        if not live:
+            return torch.zeros(len(decisions), device=self.acc.device, requires_grad=True)
         if self.roles is None:
-            return rescore(model, self.planner.tokenizer, comps, through_forward=self.sharding.sharded)
-        return self.roles.rescore(model, self.planner.tokenizer, decisions, through_forward=self.sharding.sharded)
+            lp = rescore(model, self.planner.tokenizer, [d.completion for d in live], through_forward=self.sharding.sharded)
+        else:
+            lp = self.roles.rescore(model, self.planner.tokenizer, live, through_forward=self.sharding.sharded)
+        if not any(forced):
+            return lp
+        idx = torch.tensor([i for i, f in enumerate(forced) if not f], device=lp.device)
+        return torch.zeros(len(decisions), dtype=lp.dtype, device=lp.device).index_put((idx,), lp)
 
     def train_step(self) -> dict[str, float]:
         rl, acc = self.rl, self.acc
@@ -149,3 +159,9 @@ class FlowRLTFTrainer(RLTFTrainer):
             return float(np.mean(local)) if local else None
         tot = self._gather(np.array([sum(local), len(local)], dtype=np.float64)).reshape(-1, 2).sum(0)
         return float(tot[0] / tot[1]) if tot[1] else None
+
+
+def _forced(decision) -> bool:
+    """A choice among one option (log π_c = 0 exactly)."""
+    options = getattr(decision.completion.decoded.grammar, "options", None)
+    return options is not None and len(options) == 1
