@@ -216,3 +216,14 @@ def run_flow_job(cfg: RunConfig) -> dict[str, Any]:
     if cfg.flow.oracle:
         rows["solver"], records["solver"] = solver_row(envs.held_out, ids)
     return report(job, rows, records, ids, method, history)
+
+
+def read_flow_results(run_dir: Path, arm) -> dict[str, Any]:
+    """``flow_results.json`` for :mod:`rltf.compare` (an arm's ``reader``): the table's rows, each
+    row's per-query final pass (what the bootstrap resamples) and the run's seconds."""
+    import json
+
+    data = json.loads((Path(run_dir) / arm.results).read_text())
+    scores = {name: {str(r["query"]): float(bool(r.get("final_pass"))) for r in recs}
+              for name, recs in data["results"].items()}
+    return {"rows": data["table"], "scores": scores, "seconds": data.get("seconds")}

@@ -294,6 +294,13 @@ def test_the_main_job_trains_a_flow_end_to_end(tmp_path):
     for name in ("flow_results.md", "flow_results.json", "rewards.png", "role_rewards.png", "rltf_history.json",
                  "sft/rltf_planner.json", "rltf/checkpoint-2"):
         assert (run_dir / name).exists(), name
+    from rltf.compare import Arm, load_suite
+    from rltf.flow_stages import read_flow_results
+
+    back = read_flow_results(run_dir, Arm("mtp", "train/rltf.py", results="flow_results.json"))
+    assert back["rows"]["solver"]["final pass"] == 1.0 and set(back["scores"]["rltf"]) == {str(i) for i in
+                                                                                          summary["queries"]}
+    assert [a.name for a in load_suite("travel-flows").arms] == ["flat", "mtp-global", "mtp-local", "okr"]
     history = json.loads((run_dir / "rltf_history.json").read_text())
     assert len(history) == 2 and "role/executor/reward" in history[0]
     # resume=true after the end: SFT is reused, RLTF is finished, the table is the same
