@@ -35,7 +35,7 @@ from rltf.flows.teacher import DemonstrationGrammars, collect_demonstrations, pl
 from rltf.sft import supervised_finetune
 from rltf.tracking import Tracker, plot_rewards, write_json
 
-__all__ = ["check_flow_job", "evaluate_flow", "report", "run_flow_job", "train_flow", "warm_start"]
+__all__ = ["check_flow_job", "describe_flow_job", "evaluate_flow", "report", "run_flow_job", "train_flow", "warm_start"]
 
 TRAINABLE = ("mtp", "okr")  # flows whose every decision is a constrained choice of the planner
 
@@ -74,6 +74,20 @@ def demonstrations(run: stages.Run, envs: stages.Envs, method: str, describe=pla
     run.log(f"warm start: {len(demos)} decisions of {taught['queries']:.0f} train queries answered by the solver "
             f"(the taught {method} flow passes {taught['final_pass']:.2%} of them; {time.perf_counter() - t0:.1f}s)")
     return demos, taught
+
+
+def describe_flow_job(cfg: RunConfig) -> str:
+    """What the flow main job would do (``dry_run=true``); loads nothing."""
+    from rltf.flows.evaluate import describe_flows
+
+    method = check_flow_job(cfg)
+    rl, sft, flow = cfg.rltf, cfg.sft, cfg.flow
+    lines = [describe_flows(cfg, flow),
+             f"warm start  {'the solver answers every choice of ' + method + ' on the train queries; SFT ' + str(sft.epochs) + ' epoch(s), lr ' + format(sft.lr, 'g') if sft.enabled else 'none (sft.enabled=false)'}",
+             f"rltf        {rl.steps} steps x {rl.tasks_per_batch} queries x {rl.k_samples} sampled passes (T={rl.temperature:g}), "
+             f"lr {rl.lr:g}, baseline {rl.baseline}, credit {flow.credit}, roles {flow.roles}",
+             "held-out    the flow with greedy decisions: finetuned, rltf" + (", solver" if flow.oracle else "")]
+    return "\n".join(lines)
 
 
 def warm_start(run: stages.Run, planner, envs: stages.Envs, method: str, out_dir: Path, demos=None,

@@ -25,7 +25,7 @@ from rltf import stages  # noqa: E402
 from rltf.cli import run_cli  # noqa: E402
 from rltf.config import RunConfig, load_config  # noqa: E402
 from rltf.describe import describe_run  # noqa: E402
-from rltf.flow_stages import run_flow_job  # noqa: E402
+from rltf.flow_stages import describe_flow_job, run_flow_job  # noqa: E402
 from rltf.planner_loading import check_kl_reference  # noqa: E402
 
 
@@ -59,7 +59,7 @@ def run(cfg: RunConfig) -> dict:
 def main(argv: list[str] | None = None) -> None:
     cfg = load_config(sys.argv[1:] if argv is None else argv)
     if cfg.dry_run:
-        print(describe_run(cfg))
+        print(describe_flow_job(cfg) if cfg.flow.enabled else describe_run(cfg))
         return
     run(cfg)
 
