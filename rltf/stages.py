@@ -37,6 +37,7 @@ from rltf.evaluate import Env, Task
 from rltf.checkpoint import prepare_run_folder
 from rltf.config import RunConfig, check_resume_config, config_to_yaml, save_config
 from rltf.distributed import Sharding, shard_planner, sharding_for
+from rltf.embedded import no_language_pretraining
 from rltf.planner import Planner
 from rltf.planner_loading import load_planner, merges_sft_adapter, rltf_start_planner
 from rltf.schema import EVAL_SCHEMAS
@@ -49,6 +50,14 @@ UNTRAINED = ("zero", "few")  # schemas of the planner before any training (free-
 CONSTRAINED = ("finetuned", "rltf")  # schemas of a trained planner (constrained beam search)
 LAST_LINE_SCHEMAS = ("zero", "few", "finetuned", "rltf", "oracle")
 _LABELS = {"zero": "zero-shot", "few": "few-shot", "finetuned": "fine-tuned"}
+
+
+@dataclass
+class NotApplicable(ev.SchemaResult):
+    """A schema that means nothing for the planner (zero-/few-shot free text of a planner without
+    language pretraining): no plans or scores, ``n/a`` and the reason in the table."""
+
+    reason: str = ""
 
 
 # ------------------------------------------------------------------------------------ start
@@ -221,7 +230,9 @@ def evaluate(run: Run, schemas: Iterable[str], planner: Planner | None, envs: En
     gathered = run.sharding.gathered(planner.model) if needs_planner else contextlib.nullcontext()
     with gathered:  # decoding needs every parameter
         for s in wanted:
-            if s in UNTRAINED:
+            if s in UNTRAINED and no_language_pretraining(planner):
+                results[s] = NotApplicable(s, reason=no_language_pretraining(planner))
+            elif s in UNTRAINED:
                 shots = few_shot_examples(cfg, envs) if s == "few" else []
                 results[s] = ev.free_form_schema(s, planner, env, tasks, shots, cfg.planner.max_plan_tokens)
             elif s in CONSTRAINED:
@@ -233,8 +244,12 @@ def evaluate(run: Run, schemas: Iterable[str], planner: Planner | None, envs: En
             else:
                 results[s] = ev.oracle_schema(env, tasks)
             if log:
-                run.log(f"{_LABELS.get(s, s)} {results[s].overall:.4f}")
+                run.log(f"{_LABELS.get(s, s)} {_overall(results[s])}")
     return results
+
+
+def _overall(r: ev.SchemaResult) -> str:
+    return f"n/a ({r.reason})" if isinstance(r, NotApplicable) else f"{r.overall:.4f}"
 
 
 def evaluate_untrained(run: Run, planner: Planner, envs: Envs, tasks: Sequence[Task]) -> dict[str, ev.SchemaResult]:
@@ -246,15 +261,18 @@ def evaluate_untrained(run: Run, planner: Planner, envs: Envs, tasks: Sequence[T
     if not wanted:
         return {}
     if cfg.resume and initial_file.exists():
-        results = {name: ev.SchemaResult(name, {int(k): v for k, v in d["plans"].items()},
-                                         {int(k): v for k, v in d["scores"].items()})
+        results = {name: NotApplicable(name, reason=d["n/a"]) if "n/a" in d else
+                   ev.SchemaResult(name, {int(k): v for k, v in d["plans"].items()},
+                                   {int(k): v for k, v in d["scores"].items()})
                    for name, d in read_json(initial_file, "the zero/few-shot results").items()}
         for name, r in results.items():
-            run.log(f"{_LABELS[name]} {r.overall:.4f}")
+            run.log(f"{_LABELS[name]} {_overall(r)}")
         return results
     results = evaluate(run, wanted, planner, envs, tasks)
     if run.acc.is_main_process:
-        write_json(initial_file, {k: {"plans": v.plans, "scores": v.scores} for k, v in results.items()})
+        write_json(initial_file, {k: {"plans": v.plans, "scores": v.scores} |
+                                  ({"n/a": v.reason} if isinstance(v, NotApplicable) else {})
+                                  for k, v in results.items()})
     return results
 
 
@@ -273,10 +291,15 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
     ordered = [results[s] for s in EVAL_SCHEMAS if s in results]
     if env is None and run.envs is not None:
         env = run.envs.held_out
-    table = ev.results_table(ordered, tasks, env)
+    na = {r.schema: r.reason for r in ordered if isinstance(r, NotApplicable)}
+    table = ev.results_table([r for r in ordered if r.schema not in na], tasks, env)
     oracle_name = getattr(env, "oracle_name", "oracle")
     labels = {"oracle": oracle_name, **(labels or {})}
-    md = ev.table_markdown(table, title, labels)
+    md = _with_na_rows(ev.table_markdown(table, title, labels), table["columns"], na, labels)
+    if na:  # n/a rows hold no numbers (null in the JSON), in table order, and say why
+        table["rows"] = {r.schema: {c: None for c in table["columns"]} if r.schema in na else table["rows"][r.schema]
+                         for r in ordered}
+        table["n/a"] = na
     summary = {"table": table, "plans": {r.schema: r.plans for r in ordered},
                "scores": {r.schema: r.scores for r in ordered}, "seconds": time.perf_counter() - run.started}
     if acc.is_main_process:
@@ -290,5 +313,18 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
     run.log("\n" + md)
     run.log(f"run folder: {run.run_dir}  ({summary['seconds']:.0f}s)")
     run.log(f"held-out {column}: " + " ".join(
-        f"{oracle_name if s == 'oracle' else s}={rows[s][column]:.4f}" for s in LAST_LINE_SCHEMAS if s in rows))
+        f"{oracle_name if s == 'oracle' else s}={'n/a' if s in na else format(rows[s][column], '.4f')}"
+        for s in LAST_LINE_SCHEMAS if s in rows))
     return summary
+
+
+def _with_na_rows(md: str, columns: Sequence[str], na: dict[str, str], labels: dict[str, str]) -> str:
+    """The markdown table with a row of ``n/a`` per not-applicable schema (they are the first
+    schemas in table order: zero, few) and a line with each one's reason."""
+    if not na:
+        return md
+    lines = md.rstrip("\n").split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("|---")) + 1
+    rows = [f"| {labels.get(s, s)} | " + " | ".join("n/a" for _ in columns) + " |" for s in na]
+    notes = [f"{', '.join(s for s, r in na.items() if r == reason)}: {reason}" for reason in dict.fromkeys(na.values())]
+    return "\n".join(lines[:at] + rows + lines[at:] + ["", *notes]) + "\n"

@@ -51,13 +51,14 @@ def default_tokenizer_texts() -> list[str]:
     return texts
 
 
-def tokenizer_texts_for(env) -> list[str] | None:
+def tokenizer_texts_for(env) -> list[str]:
     """The embedded tokenizer's texts for the train env ``env``.
 
     An env that says what its planner reads and writes (``env.tokenizer_texts()``: the travel
     sandbox's train query texts and every entity name a plan may use) gives those. On OpenAGI:
-    ``None`` (the defaults, the same tokenizer as always) when its registry holds only OpenAGI's
-    tools, else the defaults plus each other tool's name and one-line description, so a tool
+    the defaults (:func:`default_tokenizer_texts`, the same tokenizer as always) when its registry
+    holds only OpenAGI's tools, else the defaults plus each other tool's name and one-line
+    description, so a tool
     registered from outside (``env.tools``) gets whole-word pieces like the others (its name would
     encode anyway: every printable ASCII character is in the alphabet)."""
     from envs.openagi.tools import SPECS
@@ -65,8 +66,6 @@ def tokenizer_texts_for(env) -> list[str] | None:
     if hasattr(env, "tokenizer_texts"):
         return list(env.tokenizer_texts())
     extra = [t for t in env.registry if t.name not in SPECS]
-    if not extra:
-        return None
     return default_tokenizer_texts() + [t.name for t in extra] + [f"{t.name}: {t.description}" for t in extra]
 
 

@@ -1,6 +1,9 @@
 """The main job (``train/rltf.py``) end to end on a tiny configuration: every stage, the table, the
 plot, resume; the other recipes (``train/sft.py``, ``train/evaluate.py``) built from the same
-stages give the same numbers; a tool named only in the config is planned, executed and rewarded."""
+stages give the same numbers; a tool named only in the config is planned, executed and rewarded.
+The planner is the embedded T5 built from scratch (``planner.embedded.encoder=scratch``), whose
+zero-/few-shot rows are n/a (no language pretraining); the MiniLM planner's main job is in
+``tests/test_embedded_minilm.py``."""
 
 import contextlib
 import io
@@ -13,7 +16,7 @@ from train.rltf import run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-TINY = ["planner.embedded.d_model=32", "planner.embedded.d_ff=64", "planner.embedded.num_layers=1",
+TINY = ["planner.embedded.encoder=scratch", "planner.embedded.d_model=32", "planner.embedded.d_ff=64", "planner.embedded.num_layers=1",
         "planner.embedded.num_heads=2", "env.n_samples=2", "env.samples_per_step=2", "sft.epochs=2",
         "rltf.steps=2", "rltf.tasks_per_batch=2", "rltf.k_samples=2", "rltf.eval_every=1",
         "rltf.checkpoint_every=1", "eval.num_beams=2", "eval.splits=[test]", "logging.progress_bar=false",
@@ -39,13 +42,20 @@ def tiny(tmp_path_factory):
 @pytest.mark.slow
 def test_main_job_on_a_tiny_config(tiny):
     args, summary, out, root = tiny
-    assert out[-1].startswith("held-out overall: zero=") and " rltf=" in out[-1]
+    assert out[-1].startswith("held-out overall: zero=n/a few=n/a finetuned=") and " rltf=" in out[-1]
+    assert any(line.startswith("zero-shot n/a (n/a: the planner has no language pretraining") for line in out)
     run_dir = root / "tiny"
     for name in ("config.yaml", "results.md", "results.json", "rewards.png", "rltf_history.json",
                  "eval_initial.json", "sft/rltf_planner.json", "rltf/latest"):
         assert (run_dir / name).exists(), name
     table = json.loads((run_dir / "results.json").read_text())["table"]
-    assert set(table["rows"]) == {"zero", "few", "finetuned", "rltf", "reference"}
+    assert list(table["rows"]) == ["zero", "few", "finetuned", "rltf", "reference"]
+    # no language pretraining: the free-form rows hold no numbers, and the table says why
+    assert table["rows"]["zero"] == table["rows"]["few"] == {c: None for c in table["columns"]}
+    assert set(table["n/a"]) == {"zero", "few"} and "no language pretraining" in table["n/a"]["zero"]
+    md = (run_dir / "results.md").read_text()
+    assert "| zero | n/a |" in md and "| few | n/a |" in md and "zero, few: n/a: the planner has no language" in md
+    assert json.loads((run_dir / "eval_initial.json").read_text())["zero"]["n/a"] == table["n/a"]["zero"]
     assert "overall" in table["columns"] and table["n_tasks"]["overall"] == 10
     hist = json.loads((run_dir / "rltf_history.json").read_text())
     assert [h["step"] for h in hist] == [1, 2] and "eval/validation/score" in hist[0]
