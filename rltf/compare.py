@@ -8,7 +8,8 @@ A **suite** (``configs/compare/<name>.yaml``, or any YAML file) is data, not cod
   (``rltf_history.json``; null: none), the history keys of the train reward / valid-plan rate /
   periodic held-out score, the config keys whose product is the number of plans sampled per step,
   the ``loader`` that checks its arguments (``module:function``, default
-  ``rltf.config:load_config``) and a ``reader`` (``module:function``, ``reader(run_dir, arm)``
+  ``rltf.config:load_config``), ``seeds`` (run only the first n seeds: a deterministic arm,
+  e.g. the reference plans and the oracle, needs one) and a ``reader`` (``module:function``, ``reader(run_dir, arm)``
   -> ``{"rows": {schema: {column: value}}, "scores": {schema: {task: score}}, "seconds": s}``)
   for an entry point whose results file is not the ``{"table": {"rows": ...}, "scores": ...}``
   of ``rltf.stages.report``;
@@ -80,6 +81,7 @@ class Arm:
     plans_per_step: tuple[str, ...] = ("rltf.tasks_per_batch", "rltf.k_samples")  # config keys, multiplied
     loader: str = "rltf.config:load_config"
     reader: str | None = None
+    seeds: int | None = None  # run only seeds below this (e.g. 1 for a deterministic arm); None: every seed
 
     def command(self, common: Sequence[str], extra: Sequence[str], seed: int, arm_dir: Path) -> list[str]:
         """The arguments after the interpreter (the run folder is ``arm_dir/seed<k>``)."""
@@ -265,7 +267,8 @@ def run_suite(suite: Suite, root: Path, extra: Sequence[str] = (), *, seeds: Seq
     """Every (seed, arm) run, seeds in the outer loop; runs whose results exist are reused."""
     seeds = list(range(suite.seeds)) if seeds is None else list(seeds)
     chosen = [a for a in suite.arms if arms is None or a.name in arms]
-    return [run_one(suite, a, s, root, extra, log=log, env=env) for s in seeds for a in chosen]
+    return [run_one(suite, a, s, root, extra, log=log, env=env) for s in seeds for a in chosen
+            if a.seeds is None or s < a.seeds]
 
 
 # ---------------------------------------------------------------------------------- reading back

@@ -27,8 +27,11 @@ pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
 # ------------------------------------------------------------------------------ the preset suite
 def test_the_openagi_grpo_preset_arms_are_valid_configs_with_one_budget():
     suite = compare.load_suite("openagi-grpo")
-    assert {a.name for a in suite.arms} == {"grpo", "rltf-causal", "rltf-t5"} and suite.seeds == 3
+    assert {a.name for a in suite.arms} == {"grpo", "rltf-causal", "rltf-t5", "bounds"} and suite.seeds == 3
     loaded = compare.check_arms(suite)
+    bounds = suite.arm("bounds")  # reference plans and oracle: no planner, one seed, train/evaluate.py
+    assert bounds.seeds == 1 and bounds.results == "eval.json" and bounds.history is None
+    assert loaded["bounds"].eval.schemas == ["reference", "oracle"]
     grpo_cfg, grpo = loaded["grpo"]
     assert isinstance(grpo_cfg, RunConfig) and grpo.warm_start == "text"
     cfgs = {"grpo": grpo_cfg, "rltf-causal": loaded["rltf-causal"], "rltf-t5": loaded["rltf-t5"]}
@@ -39,7 +42,7 @@ def test_the_openagi_grpo_preset_arms_are_valid_configs_with_one_budget():
         assert cfg.eval.splits == ["validation", "test"] and cfg.rltf.eval_every == 5, name
     # every row reads an arm of the suite; every trained arm has a history file the curves come from
     assert all(r.arm in loaded for r in suite.rows)
-    assert {r.arm for r in suite.rows if r.trained} == set(loaded)
+    assert {r.arm for r in suite.rows if r.trained} == set(cfgs)
     assert suite.arm("grpo").history == "train_history.json"
     # the commands: seed, a run folder per arm and seed, the suite's overrides before the extra ones
     cmd = suite.arm("rltf-t5").command(suite.common, ["rltf.steps=2"], 1, Path("checkpoints/x/rltf-t5"))
@@ -157,29 +160,33 @@ def test_run_suite_runs_each_arm_and_seed_once_and_reports_failures(tmp_path):
     suite = compare.suite_from_dict({
         "name": "fake", "seeds": 2, "common": ["bonus=0.0"],
         "arms": [{"name": "good", "script": str(script), "history": None},
-                 {"name": "bad", "script": str(script), "overrides": ["fail=true"], "history": None}],
+                 {"name": "bad", "script": str(script), "overrides": ["fail=true"], "history": None},
+                 {"name": "once", "script": str(script), "history": None, "seeds": 1}],
         "rows": [{"label": "good", "arm": "good", "schema": "rltf", "trained": True},
-                 {"label": "bad", "arm": "bad", "schema": "rltf"}]})
+                 {"label": "bad", "arm": "bad", "schema": "rltf"}, {"label": "once", "arm": "once", "schema": "rltf"}]})
     root = tmp_path / "cmp"
     records = compare.run_suite(suite, root, log=lambda _: None)
     assert [(r.arm, r.seed, r.status) for r in records] == [("good", 0, "done"), ("bad", 0, "failed"),
+                                                            ("once", 0, "done"),
                                                             ("good", 1, "done"), ("bad", 1, "failed")]
+    assert records[0].cpu_s is not None and records[0].cpu_s >= 0
     assert "this arm is broken" in records[1].error and records[1].returncode == 2
     assert (root / "good" / "seed1.log").is_file() and records[0].wall_s > 0
     summary = compare.write_report(suite, root, records, log=lambda _: None)
     good = {r["label"]: r for r in summary["rows"]}["good"]
     assert good["values"] == {"0": 0.5, "1": pytest.approx(0.6)} and good["wall_s"]["mean"] > 0
     assert {r["label"]: r for r in summary["rows"]}["bad"]["n_seeds"] == 0
+    assert {r["label"]: r for r in summary["rows"]}["once"]["values"] == {"0": 0.5}
     assert "| bad | not run |" in (root / "compare.md").read_text()
     assert "Failed runs: bad seed 0" in (root / "compare.md").read_text()
     calls = (tmp_path / "cmp" / "calls.txt").read_text().split()
-    assert sorted(calls) == ["seed0", "seed0", "seed1", "seed1"]
+    assert sorted(calls) == ["seed0", "seed0", "seed0", "seed1", "seed1"]
 
     # resumable: finished runs are not run again (the failed ones are)
     again = compare.run_suite(suite, root, log=lambda _: None)
-    assert [r.status for r in again] == ["reused", "failed", "reused", "failed"]
-    assert again[0].wall_s == records[0].wall_s
-    assert len((tmp_path / "cmp" / "calls.txt").read_text().split()) == 6
+    assert [r.status for r in again] == ["reused", "failed", "reused", "reused", "failed"]
+    assert again[0].wall_s == records[0].wall_s and again[0].cpu_s == records[0].cpu_s
+    assert len((tmp_path / "cmp" / "calls.txt").read_text().split()) == 7
     # ... but not under other arguments: that would mix two different comparisons
     with pytest.raises(ConfigError, match="was run with other arguments"):
         compare.run_suite(suite, root, ["bonus=0.5"], arms=["good"], log=lambda _: None)

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
         if opts["dry_run"]:
             for s in seeds:
                 for a in suite.arms:
-                    if opts["arms"] is None or a.name in opts["arms"]:
+                    if (opts["arms"] is None or a.name in opts["arms"]) and (a.seeds is None or s < a.seeds):
                         args = a.command(suite.common, extra, s, compare.dir_arg(root / a.name))
                         print(f"{sys.executable} " + " ".join(args))
             return {}
