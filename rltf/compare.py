@@ -10,7 +10,8 @@ A **suite** (``configs/compare/<name>.yaml``, or any YAML file) is data, not cod
   the ``loader`` that checks its arguments (``module:function``, default
   ``rltf.config:load_config``), ``seeds`` (run only the first n seeds: a deterministic arm,
   e.g. the reference plans and the oracle, needs one) and a ``reader`` (``module:function``, ``reader(run_dir, arm)``
-  -> ``{"rows": {schema: {column: value}}, "scores": {schema: {task: score}}, "seconds": s}``)
+  -> ``{"rows": {schema: {column: value}}, "scores": {schema: {task: score}}, "seconds": s}``,
+  optionally ``"task_values": {schema: {column: {task: value}}}`` for an interval on another column)
   for an entry point whose results file is not the ``{"table": {"rows": ...}, "scores": ...}``
   of ``rltf.stages.report``;
 * ``rows``: the comparison table's lines, each a ``label``, the ``arm`` it comes from and the
@@ -368,6 +369,16 @@ def _curve(runs: Sequence[SeedRun], key: str) -> dict | None:
                                                       for r, p in per_seed}}
 
 
+def _task_values(results: dict, row: Row) -> dict:
+    """Per-task values of ``row``'s column: a reader's ``task_values[schema][column]`` when it gives
+    them (e.g. travel's final pass per query), else the per-task ``scores`` for the ``overall`` /
+    ``reward`` column (their mean); none otherwise (no interval)."""
+    given = results.get("task_values", {}).get(row.schema, {}).get(row.column)
+    if given is not None:
+        return given
+    return results.get("scores", {}).get(row.schema, {}) if row.column in ("overall", "reward") else {}
+
+
 def _task_key(task: str) -> tuple:
     """Task ids in their natural order (``"2"`` before ``"10"``): the bootstrap resamples by position."""
     return (0, int(task), "") if task.lstrip("-").isdigit() else (1, 0, task)
@@ -399,10 +410,10 @@ def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int]
         # per task: the mean over the seeds that scored it; the interval is over tasks
         by_task: dict[str, list[float]] = {}
         for r in ar:
-            for task, score in r.results.get("scores", {}).get(row.schema, {}).items():
+            for task, score in _task_values(r.results, row).items():
                 by_task.setdefault(str(task), []).append(float(score))
         pooled = [float(np.mean(v)) for _, v in sorted(by_task.items(), key=lambda kv: _task_key(kv[0]))]
-        interval = list(bootstrap_interval(pooled)) if pooled and row.column in ("overall", "reward") else None
+        interval = list(bootstrap_interval(pooled)) if pooled else None
         valid_held_out = mean_std([r.results["rows"][row.schema].get("valid", row.valid) for r in ar])[0] \
             if ar else None
         if valid_held_out is not None and math.isnan(valid_held_out):

@@ -128,6 +128,12 @@ def test_aggregate_over_seeds_from_run_folders(tmp_path):
     assert base["n_seeds"] == 1 and base["std"] == 0.0 and base["mean"] == pytest.approx(0.1)
     assert base["valid_held_out"] is None and "train_reward_first" not in base
 
+    # another column gets an interval when the reader gives its per-task values (travel: final pass)
+    row = compare.Row("pass", "rl", "rltf", column="final pass")
+    per_query = {"0": 1.0, "1": 0.0, "2": 1.0, "3": 1.0}
+    assert compare._task_values({"task_values": {"rltf": {"final pass": per_query}}}, row) == per_query
+    assert compare._task_values({"scores": {"rltf": {"0": 0.5}}}, row) == {}  # scores are rewards, not passes
+
     md = (tmp_path / "compare.md").read_text()
     lo, hi = rl["interval"]
     assert f"| RL | {rl['mean']:.4f} ± {rl['std']:.4f} (n=2) | [{lo:.2f}, {hi:.2f}] |" in md
