@@ -238,6 +238,9 @@ def read_flow_results(run_dir: Path, arm) -> dict[str, Any]:
     import json
 
     data = json.loads((Path(run_dir) / arm.results).read_text())
-    scores = {name: {str(r["query"]): float(bool(r.get("final_pass"))) for r in recs}
+    passed = {name: {str(r["query"]): float(bool(r.get("final_pass"))) for r in recs}
               for name, recs in data["results"].items()}
-    return {"rows": data["table"], "scores": scores, "seconds": data.get("seconds")}
+    rewards = {name: {str(r["query"]): float(r.get("reward", 0.0)) for r in recs}
+               for name, recs in data["results"].items()}
+    return {"rows": data["table"], "scores": rewards, "seconds": data.get("seconds"),
+            "task_values": {name: {"final pass": passed[name], "reward": rewards[name]} for name in passed}}

@@ -300,6 +300,7 @@ def test_the_main_job_trains_a_flow_end_to_end(tmp_path):
     back = read_flow_results(run_dir, Arm("mtp", "train/rltf.py", results="flow_results.json"))
     assert back["rows"]["solver"]["final pass"] == 1.0 and set(back["scores"]["rltf"]) == {str(i) for i in
                                                                                           summary["queries"]}
+    assert set(back["task_values"]["solver"]["final pass"].values()) == {1.0}
     assert [a.name for a in load_suite("travel-flows").arms] == ["flat", "mtp-global", "mtp-local", "okr"]
     history = json.loads((run_dir / "rltf_history.json").read_text())
     assert len(history) == 2 and "role/executor/reward" in history[0]
