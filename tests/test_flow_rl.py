@@ -177,6 +177,25 @@ def test_the_solver_teacher_demonstrates_passing_decompositions(world):
     assert sum(d.reference_plan in teacher.targets for d in first) >= len(first) - 2  # the solver's own choices
 
 
+def test_the_managers_options_show_what_the_cheapest_trip_through_them_costs(world):
+    import dataclasses
+    import re
+
+    _, cfg, train, _, planner = world
+    i = train.tasks()[0].id
+    on, _ = collect_demonstrations(train, [i], "mtp", PlannerBackend(planner).describe, cfg.flow)
+    off_flow = dataclasses.replace(cfg.flow, mtp=dataclasses.replace(cfg.flow.mtp, cost_hints=False))
+    off, _ = collect_demonstrations(train, [i], "mtp", PlannerBackend(planner).describe, off_flow)
+    budget = train.get_query(i).budget
+    for d_on, d_off in zip(on, off):
+        if d_on.node.startswith("manager."):
+            lines = [ln for ln in d_on.description.splitlines() if ln.startswith("- ")]
+            assert lines and all(re.search(rf"from \$\d+, budget \${budget}\)$", ln) for ln in lines), lines
+            assert "budget $" not in "".join(ln for ln in d_off.description.splitlines() if ln.startswith("- "))
+        else:
+            assert d_on.description == d_off.description
+
+
 # ----------------------------------------------------------------------------- trainer
 def _trainer(world, tmp, *extra, planner=None, roles=None):
     from accelerate import Accelerator

@@ -136,6 +136,34 @@ class MetaTaskPlanning:
     def _schedules(self) -> dict[str, Route]:
         return {schedule_text(r): r for r in schedules(self.cat, self.cities)}
 
+    # cost hints: the cheapest trip through an option by the sandbox's prices (the solver's lower bound:
+    # cheapest legs, stays meeting the local constraints and meals), what decides the budget
+    def _bound(self, route: Route) -> float:
+        if not hasattr(self, "_route_costs"):
+            from envs.travel.route_costs import RouteCosts
+
+            self._route_costs = RouteCosts(self.env.index, self.q)
+        return self._route_costs.lower_bound(tuple(route.cities), tuple(route.moves))
+
+    def _hint(self, cost: float) -> str:
+        if not self.settings.cost_hints or cost == float("inf"):
+            return ""
+        return f" (from ${int(round(cost))}, budget ${self.q.budget})"
+
+    def _order_line(self, text: str, cities: tuple[str, ...]) -> str:
+        cost = min((self._bound(r) for r in schedules(self.cat, cities)), default=float("inf")) \
+            if self.settings.cost_hints else float("inf")
+        return f"- {text}{self._hint(cost)}"
+
+    def _family_line(self, family: str) -> str:
+        if not self.settings.cost_hints:
+            return f"- {family}"
+        total = 0.0
+        for _, day, a, b in self.route.legs():
+            ok = [o.cost for o in self.cat.transport(a, b, day) if not transport_problems(o, self.q, family)]
+            total += min(ok) if ok else float("inf")
+        return f"- {family}{self._hint(total).replace('from', 'transport from')}"
+
     def build(self, db: Database | None = None) -> Flow:
         """The flow: the manager's three nodes (the rest of the graph is their output)."""
         db = db if db is not None else Database()
@@ -154,7 +182,7 @@ class MetaTaskPlanning:
         flow.add_node("manager.route", "Manager: which cities, in which order?",
                       compose=lambda ctx: self._messages("manager", (
                           f"{self._head()}\nManager: decompose the trip. Visit which cities, in which order?\n"
-                          + "\n".join(f"- {o}" for o in orders))),
+                          + "\n".join(self._order_line(o, c) for o, c in orders.items()))),
                       choices=list(orders), after_query=route_after)
 
         def schedule_after(ctx: NodeContext, answer: str) -> Any:
@@ -165,7 +193,9 @@ class MetaTaskPlanning:
         flow.add_node("manager.schedule", "Manager: how many nights in each city?", needs=["manager.route"],
                       compose=lambda ctx: self._messages("manager", (
                           f"{self._head()}\nManager: the route is {route_text(self.cities)}. On which days do we "
-                          "move? (city days first-last)\n" + "\n".join(f"- {o}" for o in self._schedules()))),
+                          "move? (city days first-last)\n" + "\n".join(
+                              f"- {o}{self._hint(self._bound(r) if self.settings.cost_hints else float('inf'))}"
+                              for o, r in self._schedules().items()))),
                       choices=lambda ctx: list(self._schedules()), after_query=schedule_after)
 
         def transport_after(ctx: NodeContext, answer: str) -> Any:
@@ -177,7 +207,7 @@ class MetaTaskPlanning:
                       compose=lambda ctx: self._messages("manager", (
                           f"{self._head()}\nManager: the schedule is {schedule_text(self.route)}. Which transport "
                           "for every leg (no self-driving with flights or taxis)?\n"
-                          + "\n".join(f"- {o}" for o in families(self.cat, self.route)))),
+                          + "\n".join(self._family_line(f) for f in families(self.cat, self.route)))),
                       choices=lambda ctx: families(self.cat, self.route), after_query=transport_after)
         return flow
 

@@ -82,6 +82,8 @@ class MTPSettings:
     supervisor: Literal["template", "model"] = "template"  # template: rewrite from the predecessors' outcomes;
     # model: a free-text supervisor node rewrites each meta-task (an LLM backend)
     supervisor_tokens: int = num(96, gt=0)
+    cost_hints: bool = True  # the manager's options show what the cheapest trip through them costs (the
+    # sandbox's prices): without them the route / schedule / transport choice, which decides the budget, is blind
 
 
 @dataclass
