@@ -38,6 +38,12 @@ sequential agents as generator programs (:class:`Ask`, :func:`run_program`,
 :mod:`rltf.flows.program`); their evaluation, ``python -m rltf.flows.evaluate config=configs/travel-mtp.yaml``
 (:func:`evaluate_flows`, the ``flow:`` section :class:`FlowSettings`).
 
+Training a flow with RLTF: a pass is a trajectory of its constrained decisions
+(:mod:`rltf.flows.trajectory`), trained by :class:`rltf.flow_trainer.FlowRLTFTrainer` after a warm
+start on the solver's answers (:mod:`rltf.flows.teacher`), optionally with one LoRA adapter per role
+(:mod:`rltf.flows.roles`); the main job ``train/rltf.py config=configs/travel-mtp.yaml`` runs it all
+(:mod:`rltf.flow_stages`).
+
 Layering: this package uses ``constrained_decoding`` and ``envs``; they never import it.
 """
 
