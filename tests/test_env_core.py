@@ -113,6 +113,28 @@ def test_cache_reuses_shared_prefixes_and_counts():
     assert CALLS == []
 
 
+def test_repeated_plans_are_scored_once_and_failures_retried(monkeypatch):
+    scored: list[int] = []
+
+    def counting(p, t):
+        scored.append(len(p))
+        return [float(a == b) for a, b in zip(p, t)]
+    monkeypatch.setitem(metrics.METRICS, "equal", counting)
+    env = make_env()
+    # the K samples of one task in an RL step: the same plan, written two ways, four times
+    results = env.reward_plans([(0, "Strip, Upper"), (0, "Strip,Upper"), (0, "Strip, Upper"), (0, "Upper")])
+    assert [r.reward for r in results] == [1.0, 1.0, 1.0, pytest.approx(1 / 3)]
+    assert [r.scores for r in results[:3]] == [[1.0] * 3] * 3
+    assert scored == [3, 3]  # one metric call per distinct plan
+    # a sample whose expert failed is not remembered: the next call runs it (and only it) again
+    first = env.reward_plans([(2, "Flaky")])[0]
+    CALLS.clear()
+    again = env.reward_plans([(2, "Flaky")])[0]
+    assert CALLS and all(call == ("Flaky", 1) for call in CALLS)
+    assert again.scores == first.scores == [1.0, 0.0, 1.0]
+    assert again.sample_errors[1].startswith("Flaky raised RuntimeError") and again.sample_errors[0] is None
+
+
 def test_no_cache_recomputes_and_gives_the_same_rewards():
     a, b = make_env(), make_env(cache_bytes=0)
     pairs = [(0, "Strip, Upper"), (0, "Upper, Strip"), (1, "(Strip) (Upper) Join, Upper"), (2, "Flaky")] * 2

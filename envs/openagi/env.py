@@ -112,6 +112,8 @@ class OpenAGIEnv(gym.Env):
         # this env's own metrics (e.g. the hf backend's), looked up before the shared offline table
         self.metrics: dict[str, BatchMetric] = dict(metrics or {})
         self.cache = ExecutionCache(cache_bytes) if cache_bytes else None
+        # per-sample scores of whole plans: (task id, sample uid, "score", plan text) -> float
+        self.score_cache = ExecutionCache(min(cache_bytes, 32 * 2**20)) if cache_bytes else None
         self.executor = PlanExecutor(self.registry, self.cache)
         self.render_mode = render_mode
         self.observation_space = spaces.Text(max_length=1024, charset=CHARSET)
@@ -212,18 +214,35 @@ class OpenAGIEnv(gym.Env):
         except Exception as exc:  # a malformed object, not a string: still never crash
             return PlanResult(task.id, _safe_format(action), 0.0, False,
                               clip_text(f"{type(exc).__name__}: {exc}", MESSAGE_CHARS), "invalid")
-        run = self.executor.run(plan, samples)
-        ok = [i for i, e in enumerate(run.errors) if e is None]
+        text = format_plan(plan)
         scores = [0.0] * len(samples)
-        if ok:
-            vals = compute_metric(task.metric, [run.outputs[i] for i in ok], [samples[i].target for i in ok],
-                               self.metrics)
-            for i, v in zip(ok, vals):
-                scores[i] = v
+        errors: list[str | None] = [None] * len(samples)
+        # a sample's score under a plan is a pure function of (task, sample, plan): the K samples of
+        # a task in one RL step are mostly the same few plans, so most are looked up, not recomputed
+        keys = [(task.id, s.uid, "score", text) for s in samples]
+        todo = []
+        for i, key in enumerate(keys):
+            hit, val = self.score_cache.lookup(key) if self.score_cache is not None else (False, None)
+            if hit:
+                scores[i] = val
+            else:
+                todo.append(i)
+        if todo:
+            run = self.executor.run(plan, [samples[i] for i in todo])
+            ok = [j for j, e in enumerate(run.errors) if e is None]
+            for j, e in enumerate(run.errors):
+                errors[todo[j]] = e
+            if ok:
+                vals = compute_metric(task.metric, [run.outputs[j] for j in ok],
+                                      [samples[todo[j]].target for j in ok], self.metrics)
+                for j, v in zip(ok, vals):
+                    scores[todo[j]] = v
+                    if self.score_cache is not None:  # failures are not remembered: a flaky expert is retried
+                        self.score_cache.put(keys[todo[j]], v)
         reward = float(np.mean(scores)) if scores else 0.0
         if not math.isfinite(reward):
             reward = 0.0
-        return PlanResult(task.id, format_plan(plan), reward, True, None, None, scores, run.errors)
+        return PlanResult(task.id, text, reward, True, None, None, scores, errors)
 
     def cache_stats(self):
         return self.cache.stats() if self.cache is not None else None
