@@ -87,7 +87,7 @@ def build(args, tmp: Path):
     import rltf.trainer as rltf_trainer
     from rltf.config import load_config
     from rltf.embedded import build_embedded_planner
-    from rltf.grpo import GrpoSettings, make_grpo_trainer, text_finetune
+    from rltf.grpo import make_grpo_trainer, text_finetune
 
     cfg = load_config([f"output_dir={tmp}", "run_name=bench", "planner.arch=causal", f"seed={args.seed}",
                        f"rltf.tasks_per_batch={args.tasks}", f"rltf.k_samples={args.k}", f"rltf.steps={10**6}",
@@ -112,7 +112,7 @@ def build(args, tmp: Path):
     twin = copy.deepcopy(planner)
 
     clock = Clock()
-    grpo, reward = make_grpo_trainer(cfg, twin, env_grpo, env_grpo.tasks(), tmp / "grpo", GrpoSettings())
+    grpo, reward = make_grpo_trainer(cfg, twin, env_grpo, env_grpo.tasks(), tmp / "grpo", cfg.grpo)
     grpo.create_optimizer_and_scheduler(num_training_steps=10**6)
     grpo.current_gradient_accumulation_steps = 1  # what the trainer loop sets for one batch per step
     rl = rltf_trainer.RLTFTrainer(cfg, planner, env_rltf, grpo.accelerator)

@@ -17,7 +17,8 @@ group-normalised advantages, clipped token-level surrogate — with everything e
   ``rltf.lr`` / ``lr_schedule`` / ``warmup_steps`` / ``max_grad_norm`` / ``temperature``,
   ``rltf.kl_coef`` as ``beta``, ``planner.max_plan_tokens`` as the completion length.
 
-GRPO's own knobs (TRL's defaults unless set) live in :class:`GrpoSettings`.
+GRPO's own knobs (TRL's defaults unless set) are the config's ``grpo`` section
+(:class:`rltf.schema.GrpoSettings`).
 
 The warm start matters more than anything else here. rltf's SFT (:mod:`rltf.sft`) maximises log π_c
 of the reference plans: it moves logits only *relative to the other tokens the grammar allows*, so
@@ -32,7 +33,8 @@ warm-started with.
 
 :func:`free_text_schema` is the unconstrained held-out evaluation: greedy text, parsed as a plan
 as written (no mapping onto a valid plan), scored by the held-out env, with the fraction of valid
-plans. TRL runs offline on the CPU here: no reporting integrations, no hub, float32.
+plans. TRL runs offline, on the GPU when there is one (else the CPU), in the planner's own dtype, with
+no reporting integrations and no hub.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 from transformers.trainer_callback import PrinterCallback, TrainerCallback
 
 from constrained_decoding.prompts import format_prompt
@@ -51,30 +54,8 @@ from envs.openagi.env import OpenAGIEnv
 from envs.openagi.tasks import Task
 from rltf import evaluate as ev
 from rltf.config import RunConfig
+from rltf.schema import GrpoSettings
 from rltf.planner import Planner
-
-
-@dataclass
-class GrpoSettings:
-    """GRPO's own settings (TRL's ``GRPOConfig`` names and defaults); the shared ones come from
-    the run config's ``rltf`` / ``planner`` sections (:func:`grpo_args`)."""
-
-    loss_type: str = "dapo"  # TRL's default token-level aggregation; "grpo" = per-sequence mean
-    scale_rewards: str = "group"  # group | batch | none (Dr. GRPO)
-    epsilon: float = 0.2  # PPO clip range (irrelevant with num_iterations=1: the ratio is 1)
-    num_iterations: int = 1  # updates per generated batch (μ)
-    beta: float | None = None  # KL coefficient; None: rltf.kl_coef
-    entropy_coef: float = 0.0  # TRL's per-token entropy bonus (rltf's entropy_coef is per sequence)
-    top_k: int = 0  # 0: the whole vocabulary (unconstrained sampling)
-    top_p: float = 1.0
-    # warm start: "text" = unconstrained NLL of the reference plan text (text_finetune, same sft.*
-    # settings: how GRPO is normally warm-started); "constrained" = rltf's SFT stage (what RLTF starts
-    # from: its unconstrained text stays near-random, GRPO then samples no valid plan and learns nothing)
-    warm_start: str = "text"
-
-    def __post_init__(self):
-        if self.warm_start not in ("constrained", "text"):
-            raise ValueError(f"grpo.warm_start={self.warm_start!r}: expected 'constrained' or 'text'")
 
 
 @dataclass
@@ -135,7 +116,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | os.PathLike, grpo: GrpoSettings 
     offline on the CPU in float32 (``overrides``: any other ``GRPOConfig`` field)."""
     from trl import GRPOConfig
 
-    g, rl = grpo or GrpoSettings(), cfg.rltf
+    g, rl = grpo or cfg.grpo, cfg.rltf
     kw = dict(
         output_dir=str(output_dir), max_steps=rl.steps, per_device_train_batch_size=rl.tasks_per_batch * rl.k_samples,
         gradient_accumulation_steps=1, num_generations=rl.k_samples, learning_rate=rl.lr,
@@ -144,7 +125,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | os.PathLike, grpo: GrpoSettings 
         top_k=g.top_k, top_p=g.top_p, max_completion_length=cfg.planner.max_plan_tokens,
         beta=rl.kl_coef if g.beta is None else g.beta, loss_type=g.loss_type, scale_rewards=g.scale_rewards,
         epsilon=g.epsilon, num_iterations=g.num_iterations, entropy_coef=g.entropy_coef,
-        seed=cfg.seed, data_seed=cfg.seed, use_cpu=True, bf16=False, fp16=False, report_to="none",
+        seed=cfg.seed, data_seed=cfg.seed, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, report_to="none",
         push_to_hub=False, save_strategy="no", logging_steps=1, activation_checkpointing=False,
         gradient_checkpointing=False, disable_dropout=True, log_completions=False,
         disable_tqdm=not cfg.logging.progress_bar, dataloader_num_workers=0,
@@ -240,8 +221,6 @@ def text_finetune(planner: Planner, tasks: Sequence[Task], *, epochs: int, lr: f
     description, ``"\\nPlan:"``), prompt tokens unscored; one process, the batch order of
     :mod:`rltf.sft` (a permutation seeded by ``(seed, epoch)``). Returns one row per epoch
     (``sft/nll``)."""
-    import torch
-
     from constrained_decoding.prompts import encode_prompts
     from rltf.optim import make_optimizer
 

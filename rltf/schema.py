@@ -103,6 +103,25 @@ class RltfSettings:
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
 
 
+@dataclass
+class GrpoSettings:
+    """The GRPO baseline's own settings (``train/grpo.py``; TRL's ``GRPOConfig`` names and defaults).
+    The shared ones (steps, batch, lr, temperature, KL) come from ``rltf`` / ``planner``."""
+
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"  # TRL's token-level default; grpo: per sequence
+    scale_rewards: Literal["group", "batch", "none"] = "group"  # none: Dr. GRPO
+    epsilon: float = num(0.2, gt=0)  # PPO clip range (irrelevant with num_iterations=1: the ratio is 1)
+    num_iterations: int = num(1, ge=1)  # updates per generated batch (mu)
+    beta: Optional[float] = None  # KL coefficient; None: rltf.kl_coef
+    entropy_coef: float = num(0.0, ge=0)  # TRL's per-token entropy bonus (rltf's is per sequence)
+    top_k: int = num(0, ge=0)  # 0: the whole vocabulary (unconstrained sampling)
+    top_p: float = num(1.0, gt=0, le=1)
+    # warm start: text = unconstrained NLL of the reference plan text (rltf.grpo.text_finetune, the sft.*
+    # settings: how GRPO is normally warm-started); constrained = rltf's SFT stage (what RLTF starts from:
+    # its unconstrained text stays near-random, GRPO then samples no valid plan and learns nothing)
+    warm_start: Literal["text", "constrained"] = "text"
+
+
 EVAL_SPLITS = ("train", "validation", "test")
 # the learning schemas of the final table, in table order (rltf/evaluate.py runs them)
 EVAL_SCHEMAS = ("zero", "few", "finetuned", "rltf", "reference", "oracle")
@@ -141,6 +160,8 @@ class RunConfig:
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     # agent flows (MTP, OKR-Agent, ReAct, flat) evaluated on the travel sandbox: rltf/flows/settings.py
     flow: FlowSettings = field(default_factory=FlowSettings)
+    # the GRPO baseline (train/grpo.py) only
+    grpo: GrpoSettings = field(default_factory=GrpoSettings)
 
     @property
     def run_dir(self) -> Path:

@@ -32,8 +32,8 @@ def test_the_openagi_grpo_preset_arms_are_valid_configs_with_one_budget():
     bounds = suite.arm("bounds")  # reference plans and oracle: no planner, one seed, train/evaluate.py
     assert bounds.seeds == 1 and bounds.results == "eval.json" and bounds.history is None
     assert loaded["bounds"].eval.schemas == ["reference", "oracle"]
-    grpo_cfg, grpo = loaded["grpo"]
-    assert isinstance(grpo_cfg, RunConfig) and grpo.warm_start == "text"
+    grpo_cfg = loaded["grpo"]
+    assert isinstance(grpo_cfg, RunConfig) and grpo_cfg.grpo.warm_start == "text"
     cfgs = {"grpo": grpo_cfg, "rltf-causal": loaded["rltf-causal"], "rltf-t5": loaded["rltf-t5"]}
     assert cfgs["grpo"].planner.arch == cfgs["rltf-causal"].planner.arch == "causal"
     assert cfgs["rltf-t5"].planner.arch == "seq2seq"

@@ -194,3 +194,18 @@ def test_every_field_has_a_default_so_dataclass_defaults_validate():
     validate_config(cfg)
     assert all(f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
                for f in dataclasses.fields(cfg))
+
+
+def test_grpo_section_is_part_of_the_run_config():
+    from train.grpo import parse_args
+
+    cfg = parse_args(["grpo.loss_type=grpo", "grpo.beta=0.04", "grpo.top_k=5"])
+    assert cfg.run_name == "grpo-lite" and cfg.planner.arch == "causal"  # configs/grpo-lite.yaml by default
+    assert (cfg.grpo.loss_type, cfg.grpo.beta, cfg.grpo.top_k, cfg.grpo.warm_start) == ("grpo", 0.04, 5, "text")
+    assert "grpo:" in config_to_yaml(cfg) and "loss_type: grpo" in config_to_yaml(cfg)
+    with pytest.raises(ConfigError, match=r"grpo\.warm_start.*'sft'.*(text|constrained)"):
+        load_config(["grpo.warm_start=sft"])
+    with pytest.raises(ConfigError, match=r"grpo\.top_p"):
+        load_config(["grpo.top_p=1.5"])
+    with pytest.raises(ConfigError, match=r"unknown config key 'grpo\.loss'.*did you mean 'grpo\.loss_type'"):
+        parse_args(["grpo.loss=grpo"])

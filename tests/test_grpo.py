@@ -98,7 +98,7 @@ def fresh_accelerate_state():
 
 
 def test_two_grpo_steps_reward_reaches_trl_and_weights_move(tmp_path, fresh_accelerate_state):
-    from rltf.grpo import GrpoSettings, make_grpo_trainer, prompt_dataset, reward_history, text_finetune
+    from rltf.grpo import make_grpo_trainer, prompt_dataset, reward_history, text_finetune
 
     env = toy_env(samples_per_step=2)
     tasks = env.tasks()
@@ -112,7 +112,7 @@ def test_two_grpo_steps_reward_reaches_trl_and_weights_move(tmp_path, fresh_acce
     cfg.rltf.steps, cfg.rltf.tasks_per_batch, cfg.rltf.k_samples, cfg.rltf.lr = 2, 2, 6, 1e-3
     cfg.planner.max_plan_tokens = 16
     before = {k: v.clone() for k, v in planner.model.state_dict().items()}
-    trainer, reward = make_grpo_trainer(cfg, planner, env, tasks, tmp_path / "grpo", GrpoSettings())
+    trainer, reward = make_grpo_trainer(cfg, planner, env, tasks, tmp_path / "grpo", cfg.grpo)
     assert trainer.args.per_device_train_batch_size == 12 and trainer.num_generations == 6
     assert not trainer.args.bf16 and trainer.args.report_to in ([], "none", ["none"])
     assert prompt_dataset(tasks)["prompt"][0] == tasks[0].description + "\nPlan:"

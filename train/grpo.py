@@ -9,7 +9,7 @@ run it is compared with): the causal planner of ``planner`` (``planner.arch=caus
 LLaMA), rltf's SFT stage (``sft``), then GRPO (:mod:`rltf.grpo`) with RLTF's budget and
 hyperparameters (``rltf.steps``, ``tasks_per_batch``, ``k_samples`` = ``num_generations``, ``lr``,
 ``temperature``, ...) and the train env's score of each sampled text as its reward. GRPO's own
-settings (:class:`rltf.grpo.GrpoSettings`) are ``grpo.<name>=<value>`` arguments or a ``grpo:``
+settings (the config's ``grpo`` section, :class:`rltf.schema.GrpoSettings`) are ``grpo.<name>=<value>`` arguments or a ``grpo:``
 section in the YAML file. The warm start is the unconstrained NLL of the reference plan text
 (``grpo.warm_start=text``, the default: how GRPO is normally warm-started, from which unconstrained
 sampling finds valid plans); ``grpo.warm_start=constrained`` starts from rltf's own SFT stage
@@ -34,10 +34,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import tempfile
 import time
-import types
-import typing
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
@@ -45,13 +42,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_var, "1")  # GRPO here never needs the hub (a hub planner id: unset these)
 
-import yaml  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 
 from rltf import stages  # noqa: E402
-from rltf.config import ConfigError, RunConfig, load_config, resolve_config_path  # noqa: E402
+from rltf.config import ConfigError, RunConfig, load_config  # noqa: E402
 from rltf.grpo import (  # noqa: E402
-    GrpoSettings,
     PeriodicEval,
     comparison_table,
     free_text_schema,
@@ -65,54 +59,16 @@ from rltf.tracking import write_json  # noqa: E402
 DEFAULT_CONFIG = "configs/grpo-lite.yaml"
 
 
-def parse_args(argv: list[str]) -> tuple[RunConfig, GrpoSettings]:
-    """The run config (``config=`` default ``configs/grpo-lite.yaml``, ``key=value`` overrides) and
-    the GRPO settings (a ``grpo:`` section of the YAML file, then ``grpo.<name>=<value>``)."""
-    config = DEFAULT_CONFIG
-    rest, grpo_args = [], []
-    for raw in argv:
-        arg = raw.removeprefix("--")
-        key, _, value = arg.partition("=")
-        if key == "config":
-            config = value
-        elif key.startswith("grpo."):
-            grpo_args.append((key[len("grpo."):], value, raw))
-        else:
-            rest.append(raw)
-    path = resolve_config_path(config)
-    node = OmegaConf.load(path)
-    section = node.pop("grpo", None) if "grpo" in node else None
-    values = dict(OmegaConf.to_container(section, resolve=False)) if section is not None else {}
-    for name, value, raw in grpo_args:
-        values[name] = yaml.safe_load(value) if value else None
-    grpo = _grpo_settings(values)
-    with tempfile.TemporaryDirectory() as tmp:
-        if section is not None:  # the rest of the file goes to rltf's config loader
-            path = Path(tmp) / path.name
-            OmegaConf.save(node, path)
-        cfg = load_config([f"config={path}", *rest])
-    return cfg, grpo
+def parse_args(argv: list[str]) -> RunConfig:
+    """The run config: ``config=`` (default ``configs/grpo-lite.yaml``) and ``key=value`` overrides;
+    GRPO's own settings are its ``grpo`` section (``grpo.<name>=<value>``)."""
+    if not any(a.removeprefix("--").startswith("config=") for a in argv):
+        argv = [f"config={DEFAULT_CONFIG}", *argv]
+    return load_config(argv)
 
 
-def _grpo_settings(values: dict) -> GrpoSettings:
-    hints = typing.get_type_hints(GrpoSettings)
-    names = [f.name for f in dataclasses.fields(GrpoSettings)]
-    for k, v in values.items():
-        if k not in names:
-            raise ConfigError(f"unknown GRPO key 'grpo.{k}'; valid keys: {', '.join(names)}")
-        tp = hints[k]
-        base = typing.get_args(tp)[0] if typing.get_origin(tp) in (typing.Union, types.UnionType) else tp
-        if v is not None and base is float and isinstance(v, int) and not isinstance(v, bool):
-            values[k] = float(v)
-        elif v is not None and (not isinstance(v, base) or isinstance(v, bool) and base is not bool):
-            raise ConfigError(f"bad value for 'grpo.{k}': {v!r}; expected {base.__name__}")
-    try:
-        return GrpoSettings(**values)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-
-
-def run(cfg: RunConfig, grpo: GrpoSettings) -> dict:
+def run(cfg: RunConfig) -> dict:
+    grpo = cfg.grpo
     if cfg.resume:
         raise ConfigError("train/grpo.py does not resume runs: start a new one (another run_name, or overwrite=true)")
     if cfg.env.name != "openagi":
@@ -194,8 +150,7 @@ def run(cfg: RunConfig, grpo: GrpoSettings) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg, grpo = parse_args(sys.argv[1:] if argv is None else argv)
-    run(cfg, grpo)
+    run(parse_args(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":
