@@ -19,7 +19,9 @@ A **suite** (``configs/compare/<name>.yaml``, or any YAML file) is data, not cod
   marks the arm's trained policy (it gets the train reward vs plans sampled, the training
   valid-plan rate, the wall time and a curve in the plot); ``valid`` is the held-out valid-plan
   rate when the results table has no ``valid`` column (1.0 for constrained decoding);
-* ``common``: overrides for every arm; ``seeds``: how many (seeds ``0 .. seeds-1``).
+* ``common``: overrides for every arm; ``seeds``: how many (seeds ``0 .. seeds-1``);
+* ``metrics``: optional further columns of the arms' results tables (e.g. every metric of the
+  travel evaluator) tabulated for every row, mean ± std over seeds, in a second table.
 
 :func:`run_suite` runs every arm for every seed, one subprocess each (``python <script>
 <common> <overrides> <extra> seed=<k> output_dir=<root>/<arm> run_name=seed<k> overwrite=true``),
@@ -110,6 +112,7 @@ class Suite:
     seeds: int = 3
     common: tuple[str, ...] = ()
     description: str = ""
+    metrics: tuple[str, ...] = ()
 
     def arm(self, name: str) -> Arm:
         return next(a for a in self.arms if a.name == name)
@@ -423,7 +426,11 @@ def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int]
             "n_seeds": len(values), "values": {str(k): v for k, v in sorted(values.items())}, "mean": mean,
             "std": std, "n_tasks": len(pooled), "interval": interval,
             "seed_intervals": {str(r.seed): r.results.get("intervals", {}).get(row.schema) for r in ar},
-            "valid_held_out": valid_held_out}
+            "valid_held_out": valid_held_out,
+            "metrics": {m: dict(zip(("mean", "std"), mean_std(vals))) | {"n_seeds": len(vals)}
+                        for m in suite.metrics
+                        if (vals := [float(r.results["rows"][row.schema][m]) for r in ar
+                                     if m in r.results["rows"][row.schema]])}}
         if row.trained:
             c = curves.get(row.arm, {})
             first, last, n = _window_means(c.get("reward"))
@@ -439,7 +446,7 @@ def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int]
                 entry["valid_train"] = None
         rows.append(entry)
     seeds = list(range(suite.seeds)) if seeds is None else list(seeds)
-    return {"suite": suite.name, "description": suite.description, "seeds": seeds,
+    return {"suite": suite.name, "description": suite.description, "seeds": seeds, "metrics": list(suite.metrics),
             "interval": {"level": BOOTSTRAP_LEVEL, "resamples": BOOTSTRAP_RESAMPLES,
                          "over": "tasks, per-task scores averaged over seeds"},
             "runs": {a: [{"seed": r.seed, "run_dir": str(r.run_dir), "wall_s": r.wall_s, "cpu_s": r.cpu_s,
@@ -483,10 +490,25 @@ def comparison_markdown(summary: dict, records: Sequence[RunRecord] = ()) -> str
                   f"(ddof=1) over seeds (of {n}); interval: 95% percentile bootstrap over tasks "
                   f"({BOOTSTRAP_RESAMPLES} resamples) of the per-task scores averaged over seeds. Wall and CPU "
                   "(user + system) time: the whole run (warm start, training, evaluations), per seed."]
+    if summary.get("metrics"):
+        lines += ["", "Every metric (mean ± std over seeds; — where an arm's results have no such column):", "",
+                  "| | " + " | ".join(summary["metrics"]) + " |", "|---|" + "---|" * len(summary["metrics"])]
+        for r in summary["rows"]:
+            cells = [(f"{m['mean']:.4f} ± {m['std']:.4f}" if m["n_seeds"] > 1 else f"{m['mean']:.4f}")
+                     if (m := r.get("metrics", {}).get(name)) else "—" for name in summary["metrics"]]
+            lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
     failed = [r for r in records if r.status == "failed"]
     if failed:
         lines += ["", "Failed runs: " + "; ".join(f"{r.arm} seed {r.seed} ({r.error})" for r in failed)]
     return "\n".join(lines) + "\n"
+
+
+def rolling_mean(values: Sequence[float], fraction: float = 0.1) -> np.ndarray:
+    """The centred mean over a window of ``fraction`` of the points (shorter at the ends): unlike an
+    EMA started at the first value, the first points do not carry one noisy batch's weight."""
+    v = np.asarray(values, dtype=np.float64)
+    half = max(1, int(len(v) * fraction)) // 2
+    return np.array([v[max(0, i - half): i + half + 1].mean() for i in range(len(v))])
 
 
 def plot_comparison(summary: dict, labels: dict[str, str], path: Path) -> Path | None:
@@ -500,29 +522,30 @@ def plot_comparison(summary: dict, labels: dict[str, str], path: Path) -> Path |
     curves = {a: c for a, c in summary["curves"].items() if c.get("score") or c.get("reward")}
     if not curves:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    # the held-out panel only when some arm evaluated periodically (the flow arms do not)
+    keys = [k for k in ("score", "reward") if any(c.get(k) for c in curves.values())]
+    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
+    axes = dict(zip(keys, axes[0]))
     for i, (arm, c) in enumerate(curves.items()):
-        color = f"C{i}"
-        for ax, key in zip(axes, ("score", "reward")):
+        color, style = f"C{i}", ("-", "--", "-.", ":")[i % 4]  # styles: arms whose curves overlap stay visible
+        for key, ax in axes.items():
             cur = c.get(key)
             if not cur:
                 continue
             x, m, s = np.array(cur["plans"]), np.array(cur["mean"]), np.array(cur["std"])
-            if key == "reward" and len(m) > 1:  # EMA 0.9 of the seed mean: batch rewards are noisy
-                ema, acc = [], None
-                for v in m:
-                    acc = v if acc is None else 0.9 * acc + 0.1 * v
-                    ema.append(acc)
+            if key == "reward" and len(m) > 1:  # batch rewards are noisy: a centred rolling mean
                 ax.plot(x, m, color=color, alpha=0.2)
-                m = np.array(ema)
-            ax.plot(x, m, "o-" if key == "score" else "-", color=color, ms=3,
+                m, s = rolling_mean(m), rolling_mean(s)
+            ax.plot(x, m, ("o" if key == "score" else "") + style, color=color, ms=3,
                     label=f"{labels.get(arm, arm)} (n={len(cur['seeds'])})")
-            ax.fill_between(x, m - s, m + s, color=color, alpha=0.15)
-    axes[0].set_title("held-out (validation) score vs plans sampled")
-    axes[0].set_ylabel("score (constrained beam search)")
-    axes[1].set_title("train reward vs plans sampled (EMA 0.9 of the seed mean)")
-    axes[1].set_ylabel("train reward")
-    for ax in axes:
+            ax.fill_between(x, m - s, m + s, color=color, alpha=0.12)
+    if "score" in axes:
+        axes["score"].set_title("held-out (validation) score vs plans sampled")
+        axes["score"].set_ylabel("score (constrained beam search)")
+    if "reward" in axes:
+        axes["reward"].set_title("train reward vs plans sampled (rolling mean over 10% of steps)")
+        axes["reward"].set_ylabel("train reward (seed mean)")
+    for ax in axes.values():
         ax.set_xlabel("plans sampled")
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right")

@@ -5,6 +5,7 @@ periodic held-out score RLTF logs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import textwrap
@@ -140,6 +141,17 @@ def test_aggregate_over_seeds_from_run_folders(tmp_path):
     assert "| baseline | 0.1000 (n=1) |" in md
     assert json.loads((tmp_path / "compare.json").read_text())["rows"][1]["label"] == "RL"
     assert (tmp_path / "compare.png").stat().st_size > 10_000
+    assert "Every metric" not in md
+
+    # further columns of the results tables, every row, mean ± std over seeds (travel: every metric)
+    summary = compare.write_report(dataclasses.replace(SUITE, metrics=("overall", "no such column")), tmp_path,
+                                   log=lambda _: None)
+    rl_metrics = {r["label"]: r for r in summary["rows"]}["RL"]["metrics"]
+    assert rl_metrics["overall"] == {"mean": pytest.approx(rl["mean"]), "std": pytest.approx(rl["std"]), "n_seeds": 2}
+    assert "no such column" not in rl_metrics
+    md = (tmp_path / "compare.md").read_text()
+    assert "| | overall | no such column |" in md
+    assert f"| RL | {rl['mean']:.4f} ± {rl['std']:.4f} | — |" in md and "| baseline | 0.1000 | — |" in md
 
 
 # ------------------------------------------------------------------------------ running
