@@ -268,6 +268,35 @@ def test_per_role_lora_adapters_train_together_and_reload(world, tmp_path):
             torch.testing.assert_close(p, q)
 
 
+@pytest.mark.parametrize("roles", ["shared", "lora"])
+def test_kl_to_the_start_policy_in_flow_training(world, tmp_path, roles):
+    """rltf.kl_coef > 0 in a flow: the reference is the policy training starts from (a frozen copy,
+    or the base with every role adapter disabled), so the first step's KL is 0 and, once the
+    weights moved, the KL of the next step's trajectories is not; the reference itself stays put."""
+    from rltf.flows.roles import RoleAdapters
+    from rltf.planner_loading import apply_lora
+
+    _, _, _, _, base = world
+    extra, planner, role_adapters = ["rltf.kl_coef=0.5"], copy.deepcopy(base), None
+    if roles == "lora":
+        planner.model = apply_lora(planner.model, load_config(["planner.lora.enabled=true"]).planner.lora, True)
+        role_adapters = RoleAdapters.attach(planner, "mtp")
+        extra += ["planner.lora.enabled=true", "flow.roles=lora"]
+    t, planner = _trainer(world, tmp_path, *extra, planner=planner, roles=role_adapters)
+    start = _weights(base.model)
+    first = t.train_step()
+    assert first["train/kl"] == pytest.approx(0.0, abs=1e-5)
+    second = t.train_step()
+    assert abs(second["train/kl"]) > 1e-6 and math.isfinite(second["train/kl"])
+    ids = torch.tensor([[3, 4, 5, 6]])
+    with t.reference() as ref_model:  # still the start policy: the same outputs as the untouched base
+        torch.testing.assert_close(ref_model(input_ids=ids, decoder_input_ids=ids).logits,
+                                   base.model(input_ids=ids, decoder_input_ids=ids).logits, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(planner.model(input_ids=ids, decoder_input_ids=ids).logits,
+                              base.model(input_ids=ids, decoder_input_ids=ids).logits)
+    assert start.equal(_weights(base.model))
+
+
 @pytest.mark.slow
 def test_two_process_flow_training(world, tmp_path):
     from tests.two_processes import torchrun2
