@@ -196,6 +196,39 @@ def test_the_managers_options_show_what_the_cheapest_trip_through_them_costs(wor
             assert d_on.description == d_off.description
 
 
+def test_the_managers_options_can_be_the_cheapest_first(world, tmp_path):
+    import dataclasses
+    import re
+
+    planner = world[4]
+    cfg = tiny_cfg(tmp_path, "env.travel.days=[5]")  # 2-city trips: several routes and schedules
+    train, _ = env_factory.make_train_and_held_out(cfg.env)
+    describe = PlannerBackend(planner).describe
+
+    answers = {}
+
+    def manager_options(flow, i):
+        demos, _ = collect_demonstrations(train, [i], "mtp", describe, flow)
+        answers.update({(flow.mtp.manager_options, d.node): (d.reference_plan, d.options) for d in demos})
+        return {d.node: [ln for ln in d.description.splitlines() if ln.startswith("- ")]
+                for d in demos if d.node in ("manager.route", "manager.schedule")}
+
+    every = dataclasses.replace(cfg.flow, mtp=dataclasses.replace(cfg.flow.mtp, manager_options=0))
+    two = dataclasses.replace(cfg.flow, mtp=dataclasses.replace(cfg.flow.mtp, manager_options=2))
+    # a query whose route has several options (a multi-city trip)
+    i = next(t.id for t in train.tasks() if len(manager_options(every, t.id).get("manager.route", [])) >= 3)
+    full, short = manager_options(every, i), manager_options(two, i)
+    cost = lambda ln: int(re.search(r"from \$(\d+),", ln).group(1))  # noqa: E731
+    assert len(short["manager.route"]) == 2
+    assert [cost(ln) for ln in short["manager.route"]] == sorted(cost(ln) for ln in full["manager.route"])[:2]
+    assert [cost(ln) for ln in short["manager.schedule"]] == sorted(cost(ln) for ln in short["manager.schedule"])
+    assert 1 <= len(short["manager.schedule"]) <= 2
+    # the choices are the options shown, and the teacher's (the minimum-cost solver's) route is among them
+    answer, options = answers[(2, "manager.route")]
+    assert len(options) == 2 and all(ln[2:].startswith(o) for ln, o in zip(short["manager.route"], options))
+    assert answer in options and answer == answers[(0, "manager.route")][0]
+
+
 # ----------------------------------------------------------------------------- trainer
 def _trainer(world, tmp, *extra, planner=None, roles=None):
     from accelerate import Accelerator

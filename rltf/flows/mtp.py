@@ -131,10 +131,25 @@ class MetaTaskPlanning:
 
     # ----------------------------------------------------------------------------- manager
     def _orders(self) -> dict[str, tuple[str, ...]]:
-        return {route_text(c): c for c in city_orders(self.cat)}
+        orders = {route_text(c): c for c in city_orders(self.cat)}
+        return self._cheapest_first(orders, lambda c: min((self._bound(r) for r in schedules(self.cat, c)),
+                                                          default=float("inf")))
 
     def _schedules(self) -> dict[str, Route]:
-        return {schedule_text(r): r for r in schedules(self.cat, self.cities)}
+        if getattr(self, "_schedule_cities", None) != self.cities:  # the choices and the prompt: one list
+            self._schedule_cities = self.cities
+            self._schedule_options = self._cheapest_first(
+                {schedule_text(r): r for r in schedules(self.cat, self.cities)}, self._bound)
+        return self._schedule_options
+
+    def _cheapest_first(self, options: dict[str, Any], bound) -> dict[str, Any]:
+        """With cost hints and ``manager_options``: the options by their cheapest trip, the first N."""
+        n = self.settings.manager_options
+        if not (self.settings.cost_hints and n):
+            return options
+        costs = {k: bound(v) for k, v in options.items()}
+        ranked = sorted(options, key=lambda k: costs[k])  # stable: ties keep the sandbox's order
+        return {k: options[k] for k in ranked[:n]}
 
     # cost hints: the cheapest trip through an option by the sandbox's prices (the solver's lower bound:
     # cheapest legs, stays meeting the local constraints and meals), what decides the budget

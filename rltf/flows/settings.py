@@ -84,6 +84,10 @@ class MTPSettings:
     supervisor_tokens: int = num(96, gt=0)
     cost_hints: bool = True  # the manager's options show what the cheapest trip through them costs (the
     # sandbox's prices): without them the route / schedule / transport choice, which decides the budget, is blind
+    # the manager's route / schedule options with cost hints: cheapest trip first, the first N (0: all, in
+    # the sandbox's order). Unsorted, 2-3-city routes are 12-20 options in permutation order: the prompt
+    # outgrows a small planner's context and the cheap routes hide among ones the budget rules out
+    manager_options: int = num(0, ge=0)
 
 
 @dataclass
