@@ -195,15 +195,20 @@ def count_passes(fn: Callable[[], object], decoder: torch.nn.Module) -> tuple[in
     return counter.passes, counter.rows
 
 
-def openagi_section(args) -> list[str]:
-    """The d_model 256 planner on the OpenAGI prompts: ours vs unconstrained vs prefix_fn (summary lines)."""
+def openagi_setup(args):
+    """The d_model 256 planner, its tokenizer, the signature registry and ``args.prompts`` OpenAGI
+    prompts cycled from :data:`TASKS`: ``(model, tok, registry, prompts, signatures, encoded batch)``."""
     model, tok = build_planner()
-    registry = signature_registry()
     tasks = [TASKS[i % len(TASKS)] for i in range(args.prompts)]
     prompts = [t[0] for t in tasks]
-    sigs = [(t[1], t[2]) for t in tasks]
     batch = tok(prompts, return_tensors="pt", padding=True)
     enc = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    return model, tok, signature_registry(), prompts, [(t[1], t[2]) for t in tasks], enc
+
+
+def openagi_section(args) -> list[str]:
+    """The d_model 256 planner on the OpenAGI prompts: ours vs unconstrained vs prefix_fn (summary lines)."""
+    model, tok, registry, prompts, sigs, enc = openagi_setup(args)
     eos, pad = special_ids(tok)
     decoder = model.get_decoder()
     n_lin = sum(len(s[0]) == 1 for s in sigs)
@@ -472,13 +477,7 @@ def xgrammar_section(args) -> list[str]:
         return ['ours/xgrammar per row-step: skipped (xgrammar is not installed: pip install -e ".[bench]")']
     from importlib.metadata import version
 
-    model, tok = build_planner()
-    registry = signature_registry()
-    tasks = [TASKS[i % len(TASKS)] for i in range(args.prompts)]
-    prompts = [t[0] for t in tasks]
-    sigs = [(t[1], t[2]) for t in tasks]
-    batch = tok(prompts, return_tensors="pt", padding=True)
-    enc = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    model, tok, registry, prompts, sigs, enc = openagi_setup(args)
     eos, pad = special_ids(tok)
     decoder = model.get_decoder()
     langs, index = plan_languages(tok, registry, sigs)

@@ -70,8 +70,10 @@ class ExecutionCache:
         self._data.move_to_end(key)
         return True, item[0]
 
-    def put(self, key: Hashable, value: Any) -> None:
-        size = nbytes(value)
+    def put(self, key: Hashable, value: Any, size: int | None = None) -> None:
+        """Remember ``value``; ``size`` (default: the value's bytes) is what it counts against the
+        budget -- give it where the key outweighs the value (a score keyed by a plan's text)."""
+        size = nbytes(value) if size is None else size
         if size > self.max_bytes:
             return
         old = self._data.pop(key, None)

@@ -220,6 +220,7 @@ class OpenAGIEnv(gym.Env):
         # a sample's score under a plan is a pure function of (task, sample, plan): the K samples of
         # a task in one RL step are mostly the same few plans, so most are looked up, not recomputed
         keys = [(task.id, s.uid, "score", text) for s in samples]
+        score_bytes = 256 + len(text)  # the entry is mostly its key (the plan's text): counted, so the budget holds
         todo = []
         for i, key in enumerate(keys):
             hit, val = self.score_cache.lookup(key) if self.score_cache is not None else (False, None)
@@ -238,7 +239,7 @@ class OpenAGIEnv(gym.Env):
                 for j, v in zip(ok, vals):
                     scores[todo[j]] = v
                     if self.score_cache is not None:  # failures are not remembered: a flaky expert is retried
-                        self.score_cache.put(keys[todo[j]], v)
+                        self.score_cache.put(keys[todo[j]], v, size=score_bytes)
         reward = float(np.mean(scores)) if scores else 0.0
         if not math.isfinite(reward):
             reward = 0.0

@@ -117,6 +117,10 @@ class MetaTaskPlanning:
         self.alternatives: dict[str, list[Option]] = {}  # task -> every option meeting its local constraints
         self.variants: dict[str, list[dict]] = {}
         self.notes: dict[str, str] = {}  # task -> what its tool call found
+        # the manager's cost hints, computed once per query: city order -> its cheapest trip, and the
+        # schedule options of the order chosen (the choices and the prompt read one list)
+        self._order_bounds: dict[tuple[str, ...], float] = {}
+        self._schedule_options: tuple[tuple[str, ...], dict[str, Route]] | None = None
 
     # ----------------------------------------------------------------------------- helpers
     def _messages(self, role: str, text: str) -> list[Message]:
@@ -132,15 +136,13 @@ class MetaTaskPlanning:
     # ----------------------------------------------------------------------------- manager
     def _orders(self) -> dict[str, tuple[str, ...]]:
         orders = {route_text(c): c for c in city_orders(self.cat)}
-        return self._cheapest_first(orders, lambda c: min((self._bound(r) for r in schedules(self.cat, c)),
-                                                          default=float("inf")))
+        return self._cheapest_first(orders, self._order_bound)
 
     def _schedules(self) -> dict[str, Route]:
-        if getattr(self, "_schedule_cities", None) != self.cities:  # the choices and the prompt: one list
-            self._schedule_cities = self.cities
-            self._schedule_options = self._cheapest_first(
-                {schedule_text(r): r for r in schedules(self.cat, self.cities)}, self._bound)
-        return self._schedule_options
+        if self._schedule_options is None or self._schedule_options[0] != self.cities:
+            self._schedule_options = (self.cities, self._cheapest_first(
+                {schedule_text(r): r for r in schedules(self.cat, self.cities)}, self._bound))
+        return self._schedule_options[1]
 
     def _cheapest_first(self, options: dict[str, Any], bound) -> dict[str, Any]:
         """With cost hints and ``manager_options``: the options by their cheapest trip, the first N."""
@@ -160,15 +162,21 @@ class MetaTaskPlanning:
             self._route_costs = RouteCosts(self.env.index, self.q)
         return self._route_costs.lower_bound(tuple(route.cities), tuple(route.moves))
 
+    def _order_bound(self, cities: tuple[str, ...]) -> float:
+        """The cheapest trip through a city order (its cheapest schedule), computed once per order:
+        the ranking and the prompt's hint both read it."""
+        if cities not in self._order_bounds:
+            self._order_bounds[cities] = min((self._bound(r) for r in schedules(self.cat, cities)),
+                                             default=float("inf"))
+        return self._order_bounds[cities]
+
     def _hint(self, cost: float) -> str:
         if not self.settings.cost_hints or cost == float("inf"):
             return ""
         return f" (from ${int(round(cost))}, budget ${self.q.budget})"
 
     def _order_line(self, text: str, cities: tuple[str, ...]) -> str:
-        cost = min((self._bound(r) for r in schedules(self.cat, cities)), default=float("inf")) \
-            if self.settings.cost_hints else float("inf")
-        return f"- {text}{self._hint(cost)}"
+        return f"- {text}{self._hint(self._order_bound(cities) if self.settings.cost_hints else float('inf'))}"
 
     def _family_line(self, family: str) -> str:
         if not self.settings.cost_hints:
