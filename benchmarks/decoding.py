@@ -22,7 +22,7 @@ allowed tokens.
 Travel section (issue #12 item 6; ``--sections travel``): the TravelPlanner plan grammar
 (:mod:`envs.travel.grammar`: a route head row, then one branch row per day/field slot, hundreds to
 thousands of entity names per query) against the OpenAGI grammar, both under the *embedded*
-planner (:func:`rltf.embedded.build_embedded_planner` with the default settings: T5 d_model 128,
+planner (:func:`rltf.planners.embedded.build_embedded_planner` with the default settings: T5 d_model 128,
 2+2 layers, a <=2000-token BPE trained on the travel env's tokenizer texts -- queries, every
 sandbox entity and transport string -- plus the OpenAGI ones):
 
@@ -291,15 +291,15 @@ def travel_tokenizer_texts(env) -> list[str]:
     """What the embedded tokenizer is trained on here: the travel env's own tokenizer texts
     (``env.tokenizer_texts()``, what training trains a travel planner's tokenizer on), then the
     OpenAGI defaults (one planner for both grammars)."""
-    from rltf.tokenizer import default_tokenizer_texts
+    from rltf.planners.tokenizer import default_tokenizer_texts
 
     return list(dict.fromkeys(list(env.tokenizer_texts()) + default_tokenizer_texts()))
 
 
 def build_embedded(texts: list[str]):
     """The embedded planner of configs/default.yaml (T5 d_model 128, 2+2 layers, seed 0) on ``texts``."""
-    from rltf.config import EmbeddedSettings
-    from rltf.embedded import build_embedded_planner
+    from rltf.config.loading import EmbeddedSettings
+    from rltf.planners.embedded import build_embedded_planner
 
     planner = build_embedded_planner(EmbeddedSettings(), texts)
     return planner.model, planner.tokenizer

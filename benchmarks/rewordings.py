@@ -1,5 +1,5 @@
 """Robustness to wording: a saved planner's held-out score on the original task descriptions vs on
-hand-written rewordings of them (``envs/openagi/task_data/rewordings.json``, :mod:`rltf.rewordings`).
+hand-written rewordings of them (``envs/openagi/task_data/rewordings.json``, :mod:`rltf.evaluation.rewordings`).
 
     python benchmarks/rewordings.py planner.model=checkpoints/default/rltf/checkpoint-300/planner
     python benchmarks/rewordings.py planner.model=checkpoints/default/sft eval.splits=[test,validation]
@@ -22,11 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rltf import stages  # noqa: E402
-from rltf.cli import run_cli  # noqa: E402
-from rltf.config import load_config  # noqa: E402
-from rltf.rewordings import evaluate_rewordings  # noqa: E402
-from rltf.tracking import write_json  # noqa: E402
+from rltf.stages import plan_job as stages  # noqa: E402
+from rltf.run.cli import run_cli  # noqa: E402
+from rltf.config.loading import load_config  # noqa: E402
+from rltf.evaluation.rewordings import evaluate_rewordings  # noqa: E402
+from rltf.run.tracking import write_json  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:

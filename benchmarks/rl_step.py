@@ -1,6 +1,6 @@
 """Benchmark: one RL step of rltf (``RLTFTrainer.train_step``) against one step of TRL's GRPOTrainer.
 
-The same planner — the embedded causal planner (:mod:`rltf.embedded`, ``planner.arch=causal``: a
+The same planner — the embedded causal planner (:mod:`rltf.planners.embedded`, ``planner.arch=causal``: a
 LLaMA, hidden 128, 2 layers, by default), two copies of the same weights — the same prompts (each
 repeat, the tasks RLTF drew are GRPO's prompts) and the same number of completions
 (``--tasks`` x ``--k``), timed in the same run, methods taking turns; each has its own train env
@@ -20,12 +20,12 @@ Phases, where both expose them:
 The TRL step is the trainer's own pieces called in its loop's order (``training_step`` on the
 generation batch: ``_prepare_inputs`` -> ``_generate_and_score_completions``, then loss and backward;
 clip; ``optimizer.step``; scheduler step), with GRPO's
-settings from :func:`rltf.grpo.grpo_args` (the RLTF config's lr / temperature / batch).
+settings from :func:`rltf.comparison.grpo.grpo_args` (the RLTF config's lr / temperature / batch).
 
 Warm start (``--warm-start``): ``text`` (default) fine-tunes the planner for ``--sft-epochs`` with the
-unconstrained NLL of the reference plans (:func:`rltf.grpo.text_finetune`), so both methods sample
+unconstrained NLL of the reference plans (:func:`rltf.comparison.grpo.text_finetune`), so both methods sample
 plan-like text of similar length; ``constrained`` uses rltf's SFT (TRL then samples
-``max_plan_tokens`` tokens of near-uniform text, see :mod:`rltf.grpo`); ``none``: random weights.
+``max_plan_tokens`` tokens of near-uniform text, see :mod:`rltf.comparison.grpo`); ``none``: random weights.
 
     python benchmarks/rl_step.py [--repeats 5] [--warmup 1] [--tasks 8] [--k 8] [--threads 1]
 
@@ -84,10 +84,10 @@ class Clock:
 def build(args, tmp: Path):
     """Config, the warm-started planner (two copies), the two train envs, the RLTF and TRL trainers."""
     import envs
-    import rltf.trainer as rltf_trainer
-    from rltf.config import load_config
-    from rltf.embedded import build_embedded_planner
-    from rltf.grpo import make_grpo_trainer, text_finetune
+    import rltf.rl.trainer as rltf_trainer
+    from rltf.config.loading import load_config
+    from rltf.planners.embedded import build_embedded_planner
+    from rltf.comparison.grpo import make_grpo_trainer, text_finetune
 
     cfg = load_config([f"output_dir={tmp}", "run_name=bench", "planner.arch=causal", f"seed={args.seed}",
                        f"rltf.tasks_per_batch={args.tasks}", f"rltf.k_samples={args.k}", f"rltf.steps={10**6}",
@@ -103,7 +103,7 @@ def build(args, tmp: Path):
     elif args.warm_start == "constrained" and args.sft_epochs:
         from accelerate import Accelerator
 
-        from rltf.sft import supervised_finetune
+        from rltf.rl.sft import supervised_finetune
 
         supervised_finetune(planner, env_rltf, env_rltf.tasks(), epochs=args.sft_epochs, lr=cfg.sft.lr,
                             batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=Accelerator(cpu=True),
@@ -117,7 +117,7 @@ def build(args, tmp: Path):
     grpo.current_gradient_accumulation_steps = 1  # what the trainer loop sets for one batch per step
     rl = rltf_trainer.RLTFTrainer(cfg, planner, env_rltf, grpo.accelerator)
 
-    # phase timers: rltf's sampler (module global of rltf.trainer, restored by run()) and each env's
+    # phase timers: rltf's sampler (module global of rltf.rl.trainer, restored by run()) and each env's
     # reward_plans; TRL's _generate
     rltf_trainer.sample_plans = clock.wrap(rltf_trainer.sample_plans, "generation")
     for env in (env_rltf, env_grpo):
@@ -155,7 +155,7 @@ def timed(clock: Clock, fn) -> dict[str, float]:
 
 def run(args) -> dict:
     torch.set_num_threads(args.threads)
-    import rltf.trainer as rltf_trainer
+    import rltf.rl.trainer as rltf_trainer
 
     sampler = rltf_trainer.sample_plans
     with tempfile.TemporaryDirectory() as tmp:

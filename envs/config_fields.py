@@ -2,7 +2,7 @@
 
 Env configs (``envs/openagi/config.py``) declare ``n_samples: int = num(20, gt=0)``; rltf's run
 config schema uses the same helper for its own sections, so one run config is checked by one
-rule at every depth (``rltf.config.validate_config``) and an env config built on its own is
+rule at every depth (``rltf.config.loading.validate_config``) and an env config built on its own is
 checked the same way (:func:`bound_errors`).
 """
 

@@ -9,9 +9,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 
-from rltf.config import load_config  # noqa: E402
-from rltf.planner import Planner  # noqa: E402
-from rltf.trainer import RLTFTrainer  # noqa: E402
+from rltf.config.loading import load_config  # noqa: E402
+from rltf.planners.planner import Planner  # noqa: E402
+from rltf.rl.trainer import RLTFTrainer  # noqa: E402
 from tests.tiny_models import tiny_t5, unigram_tokenizer  # noqa: E402
 from tests.toy_env import toy_env  # noqa: E402
 

@@ -10,8 +10,8 @@ import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 
 import envs as env_factory  # noqa: E402
-from rltf.flow_trainer import FlowRLTFTrainer  # noqa: E402
-from rltf.planner import Planner  # noqa: E402
+from rltf.flows.training.trainer import FlowRLTFTrainer  # noqa: E402
+from rltf.planners.planner import Planner  # noqa: E402
 from tests.test_flow_rl import tiny_cfg  # noqa: E402
 
 

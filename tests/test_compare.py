@@ -1,4 +1,4 @@
-"""The comparison runner (``rltf/compare.py``, ``train/compare.py``; issue #15 item 2): the preset
+"""The comparison runner (``rltf/comparison/compare.py``, ``train/compare.py``; issue #15 item 2): the preset
 suite's arms are valid configs, run folders are aggregated over seeds (mean ± std, bootstrap
 interval, curves vs plans sampled), runs are resumable and failures reported, and GRPO logs the
 periodic held-out score RLTF logs."""
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import yaml
 
-from rltf import compare
-from rltf import evaluate as ev
-from rltf.config import ConfigError, RunConfig
+from rltf.comparison import compare
+from rltf.evaluation import schemas as ev
+from rltf.config.loading import ConfigError, RunConfig
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
               pytest.mark.filterwarnings("ignore::FutureWarning"),
@@ -82,8 +82,8 @@ SUITE = compare.suite_from_dict({
 
 def _write_run(run_dir: Path, schemas: dict[str, dict[int, float]], history: list[dict] | None = None,
                plans=(2, 4)) -> None:
-    """A run folder as the entry points write it: ``results.json`` (``rltf.stages.report``'s
-    format, the table from ``rltf.evaluate.results_table``), ``config.yaml``, the history."""
+    """A run folder as the entry points write it: ``results.json`` (``rltf.stages.plan_job.report``'s
+    format, the table from ``rltf.evaluation.schemas.results_table``), ``config.yaml``, the history."""
     run_dir.mkdir(parents=True)
     results = [ev.SchemaResult(s, scores=sc) for s, sc in schemas.items()]
     summary = {"table": ev.results_table(results, TASKS), "scores": {r.schema: r.scores for r in results},
@@ -232,10 +232,10 @@ def test_compare_recipe_arguments(tmp_path, capsys):
 def test_grpo_logs_the_periodic_held_out_score_as_rltf_does(tmp_path):
     from accelerate.state import AcceleratorState
 
-    from rltf.config import EmbeddedSettings
-    from rltf.embedded import ensure_embedded_planner
-    from rltf.grpo import PeriodicEval, make_grpo_trainer, training_curve
-    from rltf.planner import Planner
+    from rltf.config.loading import EmbeddedSettings
+    from rltf.planners.embedded import ensure_embedded_planner
+    from rltf.comparison.grpo import PeriodicEval, make_grpo_trainer, training_curve
+    from rltf.planners.planner import Planner
     from tests.tiny_models import tokenizer_corpus
     from tests.toy_env import toy_env
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rltf.config import (
+from rltf.config.loading import (
     CONFIG_DIR,
     ConfigError,
     RunConfig,
@@ -188,7 +188,7 @@ def test_shipped_configs_are_what_they_say():
 
 
 def test_every_field_has_a_default_so_dataclass_defaults_validate():
-    from rltf.config import validate_config
+    from rltf.config.loading import validate_config
 
     cfg = RunConfig()
     validate_config(cfg)

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from rltf.config import EmbeddedSettings, PlannerSettings
+from rltf.config.loading import EmbeddedSettings, PlannerSettings
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -20,7 +20,7 @@ SMALL = dict(d_model=32, num_layers=1, num_heads=2, d_ff=64)
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """``(settings, path)`` of a small MiniLM planner built once into a temporary folder."""
-    from rltf.embedded import ensure_embedded_planner
+    from rltf.planners.embedded import ensure_embedded_planner
 
     settings = EmbeddedSettings(encoder="minilm", dir=str(tmp_path_factory.mktemp("embedded")), **SMALL)
     return settings, ensure_embedded_planner(settings)
@@ -35,7 +35,7 @@ def lite_env():
 
 
 def _load(settings):
-    from rltf.planner_loading import load_planner
+    from rltf.planners.loading import load_planner
 
     return load_planner(PlannerSettings(embedded=settings))
 
@@ -43,9 +43,9 @@ def _load(settings):
 def test_builds_from_the_packaged_minilm_and_reloads_with_the_same_outputs(built, tmp_path):
     from transformers import AutoModel
 
-    from rltf.embedded import LANGUAGE_PRETRAINING, no_language_pretraining
-    from rltf.embedded_minilm import MiniLMT5ForConditionalGeneration, minilm_path
-    from rltf.planner import Planner
+    from rltf.planners.embedded import LANGUAGE_PRETRAINING, no_language_pretraining
+    from rltf.planners.minilm_t5 import MiniLMT5ForConditionalGeneration, minilm_path
+    from rltf.planners.planner import Planner
 
     settings, path = built
     assert path.name.startswith("minilm-t5-d32-l1-s0-")
@@ -76,14 +76,14 @@ def test_builds_from_the_packaged_minilm_and_reloads_with_the_same_outputs(built
     assert torch.equal(want, got)
     assert again.tokenizer("Image Denoising")["input_ids"] == planner.tokenizer("Image Denoising")["input_ids"]
     # a second ensure finds the build; unfrozen is another build
-    from rltf.embedded import embedded_fingerprint, ensure_embedded_planner
+    from rltf.planners.embedded import embedded_fingerprint, ensure_embedded_planner
 
     assert ensure_embedded_planner(settings) == path
     assert embedded_fingerprint(dataclasses.replace(settings, freeze_encoder=False), []) != path.name
 
 
 def test_scratch_builds_keep_their_names_and_say_they_have_no_language_pretraining(tmp_path):
-    from rltf.embedded import NO_LANGUAGE_PRETRAINING, _spec, no_language_pretraining
+    from rltf.planners.embedded import NO_LANGUAGE_PRETRAINING, _spec, no_language_pretraining
 
     scratch = EmbeddedSettings(encoder="scratch", dir=str(tmp_path), **SMALL)
     # the keys the T5's fingerprint covered before the MiniLM planner existed, so old builds are found
@@ -99,7 +99,7 @@ def test_scratch_builds_keep_their_names_and_say_they_have_no_language_pretraini
 def test_the_openagi_tokenizer_texts_are_the_defaults(lite_env):
     """What ``stages.build_planner`` passes for OpenAGI's own tools: the default texts (a list, so a
     flow's extra texts can be appended), hence the same scratch tokenizer and build as always."""
-    from rltf.tokenizer import default_tokenizer_texts, tokenizer_texts_for
+    from rltf.planners.tokenizer import default_tokenizer_texts, tokenizer_texts_for
 
     assert tokenizer_texts_for(lite_env[0]) == default_tokenizer_texts()
 
@@ -133,8 +133,8 @@ def test_every_plan_encodes_without_unknown_tokens_and_sampling_matches_the_scor
 def test_an_rltf_step_moves_the_decoder_and_leaves_minilm_alone(built, lite_env, tmp_path):
     from accelerate import Accelerator
 
-    from rltf.config import load_config
-    from rltf.trainer import RLTFTrainer
+    from rltf.config.loading import load_config
+    from rltf.rl.trainer import RLTFTrainer
 
     settings, _ = built
     planner = _load(settings)
@@ -155,7 +155,7 @@ def test_an_rltf_step_moves_the_decoder_and_leaves_minilm_alone(built, lite_env,
 def test_rewordings_cover_every_held_out_task_and_change_only_the_wording():
     from envs.openagi.split import load_split
     from envs.openagi.suite import task_specs
-    from rltf.rewordings import REWORDINGS_FILE, load_rewordings
+    from rltf.evaluation.rewordings import REWORDINGS_FILE, load_rewordings
 
     rewordings = load_rewordings()
     held_out = set()
@@ -177,7 +177,7 @@ def test_rewordings_cover_every_held_out_task_and_change_only_the_wording():
 def test_rewordings_evaluation_scores_original_and_reworded_descriptions(built, lite_env):
     import envs
     from envs.openagi.config import OpenAGIEnvConfig
-    from rltf.rewordings import evaluate_rewordings
+    from rltf.evaluation.rewordings import evaluate_rewordings
 
     settings, _ = built
     planner = _load(settings)
@@ -199,10 +199,10 @@ def test_main_job_with_the_minilm_planner(tmp_path):
     import contextlib
     import io
 
-    from rltf.checkpoint import MODEL_DIR, latest_checkpoint
-    from rltf.config import load_config
-    from rltf.embedded_minilm import MiniLMT5ForConditionalGeneration
-    from rltf.planner import Planner
+    from rltf.run.checkpoint import MODEL_DIR, latest_checkpoint
+    from rltf.config.loading import load_config
+    from rltf.planners.minilm_t5 import MiniLMT5ForConditionalGeneration
+    from rltf.planners.planner import Planner
     from tests.test_main_job import TINY
     from train.rltf import run
 

@@ -14,7 +14,7 @@ from envs.openagi import metrics
 from envs.openagi.config import EnvConfigError, OpenAGIEnvConfig
 from envs.openagi.factory import apply_tools
 from envs.openagi.registry import TEXT, ToolRegistry
-from rltf.config import ConfigError, load_config
+from rltf.config.loading import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CALLS: list[int] = []

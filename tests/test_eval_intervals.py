@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rltf import evaluate as ev
-from rltf.config import ConfigError, load_config
+from rltf.evaluation import schemas as ev
+from rltf.config.loading import ConfigError, load_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -15,7 +15,7 @@ import torch
 
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.prompts import encode_formatted, format_prompt
-from rltf.evaluate import free_text
+from rltf.evaluation.schemas import free_text
 from rltf.flows import (
     BackendError,
     Backoff,
@@ -33,7 +33,7 @@ from rltf.flows.backends.hf import HFBackend
 from rltf.flows.backends.local import LocalModelBackend
 from rltf.flows.backends.openai_chat import OpenAIBackend
 from rltf.flows.backends.planner import PlannerBackend, rescore
-from rltf.planner import Planner
+from rltf.planners.planner import Planner
 from tests.hf_tiny import build_gpt2, build_t5
 from tests.tiny_models import (
     bpe_tokenizer,

@@ -1,4 +1,4 @@
-"""The flow engine (rltf.flows.engine) against a scripted backend (a test double of the backend
+"""The flow engine (rltf.flows.engine.flow) against a scripted backend (a test double of the backend
 interface; the real backends are tested in tests/test_flow_backends.py)."""
 
 from __future__ import annotations

@@ -15,15 +15,15 @@ import torch
 
 import envs as env_factory
 from constrained_decoding.logprobs import plan_logprobs
-from rltf.config import ConfigError, load_config
+from rltf.config.loading import ConfigError, load_config
 from rltf.flows import Flow
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend, rescore
-from rltf.flows.choice import choice_grammar
-from rltf.flows.teacher import SolverTeacher, TeacherBackend, collect_demonstrations
-from rltf.flows.trajectory import Decision, Trajectory, decision_weights, roll_out
-from rltf.planner_loading import load_planner
-from rltf.tokenizer import tokenizer_texts_for
+from rltf.flows.engine.choice import choice_grammar
+from rltf.flows.training.teacher import SolverTeacher, TeacherBackend, collect_demonstrations
+from rltf.flows.training.trajectory import Decision, Trajectory, decision_weights, roll_out
+from rltf.planners.loading import load_planner
+from rltf.planners.tokenizer import tokenizer_texts_for
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -121,7 +121,7 @@ def test_the_update_moves_each_trajectory_in_the_direction_of_its_advantage(worl
 
 # ----------------------------------------------------------------------------- credit
 def _mtp_pass(world, query_index=0):
-    from rltf.flows.mtp import MetaTaskPlanning
+    from rltf.flows.agents.mtp import MetaTaskPlanning
 
     _, cfg, train, _, planner = world
     q = train.tasks()[query_index].id
@@ -233,7 +233,7 @@ def test_the_managers_options_can_be_the_cheapest_first(world, tmp_path):
 def _trainer(world, tmp, *extra, planner=None, roles=None):
     from accelerate import Accelerator
 
-    from rltf.flow_trainer import FlowRLTFTrainer
+    from rltf.flows.training.trainer import FlowRLTFTrainer
 
     _, _, train, _, base = world
     cfg = tiny_cfg(tmp, "run_name=flow", *extra)
@@ -271,10 +271,10 @@ def test_local_plus_global_credit_trains(world, tmp_path):
 
 
 def test_per_role_lora_adapters_train_together_and_reload(world, tmp_path):
-    from rltf.checkpoint import MODEL_DIR
-    from rltf.flows.roles import RoleAdapters
-    from rltf.planner import Planner
-    from rltf.planner_loading import apply_lora
+    from rltf.run.checkpoint import MODEL_DIR
+    from rltf.flows.training.roles import RoleAdapters
+    from rltf.planners.planner import Planner
+    from rltf.planners.loading import apply_lora
 
     _, _, _, _, base = world
     planner = copy.deepcopy(base)
@@ -306,8 +306,8 @@ def test_kl_to_the_start_policy_in_flow_training(world, tmp_path, roles):
     """rltf.kl_coef > 0 in a flow: the reference is the policy training starts from (a frozen copy,
     or the base with every role adapter disabled), so the first step's KL is 0 and, once the
     weights moved, the KL of the next step's trajectories is not; the reference itself stays put."""
-    from rltf.flows.roles import RoleAdapters
-    from rltf.planner_loading import apply_lora
+    from rltf.flows.training.roles import RoleAdapters
+    from rltf.planners.loading import apply_lora
 
     _, _, _, _, base = world
     extra, planner, role_adapters = ["rltf.kl_coef=0.5"], copy.deepcopy(base), None
@@ -354,7 +354,7 @@ def test_two_process_flow_training(world, tmp_path):
     ("flow.credit=sideways", "flow.credit"),
 ])
 def test_flow_job_settings_that_cannot_train_are_refused(tmp_path, override, message):
-    from rltf.flow_stages import check_flow_job
+    from rltf.stages.flow_job import check_flow_job
 
     with pytest.raises(ConfigError, match=message):
         check_flow_job(tiny_cfg(tmp_path, *override.split()))
@@ -375,8 +375,8 @@ def test_the_main_job_trains_a_flow_end_to_end(tmp_path):
     for name in ("flow_results.md", "flow_results.json", "rewards.png", "role_rewards.png", "rltf_history.json",
                  "sft/rltf_planner.json", "rltf/checkpoint-2"):
         assert (run_dir / name).exists(), name
-    from rltf.compare import Arm, load_suite
-    from rltf.flow_stages import read_flow_results
+    from rltf.comparison.compare import Arm, load_suite
+    from rltf.stages.flow_job import read_flow_results
 
     back = read_flow_results(run_dir, Arm("mtp", "train/rltf.py", results="flow_results.json"))
     assert back["rows"]["solver"]["final pass"] == 1.0 and set(back["scores"]["rltf"]) == {str(i) for i in

@@ -1,4 +1,4 @@
-"""Agent flows on the travel sandbox (rltf.flows.mtp / okr / react / flat / evaluate), offline on a
+"""Agent flows on the travel sandbox (rltf.flows.agents.mtp / okr / react / flat / evaluate), offline on a
 tiny random T5 planner (and scripted backends where a test needs to steer the choices): MTP and
 OKR-Agent deliver valid itineraries with every decision a constrained completion, traces written;
 ReAct's tool loop runs the tools and feeds the observations back; the flat baseline; the
@@ -19,17 +19,17 @@ import yaml
 import envs
 from envs.config import EnvConfig
 from envs.travel.config import TravelEnvConfig
-from rltf.config import ConfigError
+from rltf.config.loading import ConfigError
 from rltf.flows import ChoiceGrammar, Choices, Completion, ScriptedBackend, load_trace
 from rltf.flows.backends.planner import PlannerBackend, rescore
 from rltf.flows.evaluate import describe_flows, evaluate_flows, load_flow_config, main
-from rltf.flows.flat import run_flat
-from rltf.flows.mtp import MetaTaskPlanning, run_mtp
-from rltf.flows.okr import OBJECTIVES, run_okr
-from rltf.flows.react import FINISH, ReActAgent, run_react
-from rltf.flows.settings import MTPSettings, OKRSettings, ReActSettings
-from rltf.planner import Planner
-from rltf.tokenizer import train_plan_tokenizer
+from rltf.flows.agents.flat import run_flat
+from rltf.flows.agents.mtp import MetaTaskPlanning, run_mtp
+from rltf.flows.agents.okr import OBJECTIVES, run_okr
+from rltf.flows.agents.react import FINISH, ReActAgent, run_react
+from rltf.config.flow import MTPSettings, OKRSettings, ReActSettings
+from rltf.planners.planner import Planner
+from rltf.planners.tokenizer import train_plan_tokenizer
 from tests.tiny_models import tiny_t5
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -1,4 +1,4 @@
-"""The embedded causal planner (LLaMA) and the GRPO baseline (TRL's GRPOTrainer, rltf/grpo.py)."""
+"""The embedded causal planner (LLaMA) and the GRPO baseline (TRL's GRPOTrainer, rltf/comparison/grpo.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 import torch
 import transformers as tf
 
-from rltf.config import EmbeddedSettings, PlannerSettings, RunConfig, load_config
-from rltf.embedded import build_embedded_planner, embedded_fingerprint, ensure_embedded_planner
-from rltf.planner import PLANNER_FILE, Planner
-from rltf.planner_loading import load_planner
+from rltf.config.loading import EmbeddedSettings, PlannerSettings, RunConfig, load_config
+from rltf.planners.embedded import build_embedded_planner, embedded_fingerprint, ensure_embedded_planner
+from rltf.planners.planner import PLANNER_FILE, Planner
+from rltf.planners.loading import load_planner
 from tests.tiny_models import tokenizer_corpus
 from tests.toy_env import toy_env
 
@@ -98,7 +98,7 @@ def fresh_accelerate_state():
 
 
 def test_two_grpo_steps_reward_reaches_trl_and_weights_move(tmp_path, fresh_accelerate_state):
-    from rltf.grpo import make_grpo_trainer, prompt_dataset, reward_history, text_finetune
+    from rltf.comparison.grpo import make_grpo_trainer, prompt_dataset, reward_history, text_finetune
 
     env = toy_env(samples_per_step=2)
     tasks = env.tasks()

@@ -47,8 +47,8 @@ from envs.openagi.metrics import compute_metric
 from envs.openagi.registry import TEXT
 from envs.openagi.split import load_split
 from envs.openagi.suite import task_specs
-from rltf.config import CONFIG_DIR, ConfigError, load_config
-from rltf.describe import describe_run
+from rltf.config.loading import CONFIG_DIR, ConfigError, load_config
+from rltf.stages.describe import describe_run
 
 try:
     import diffusers  # noqa: F401

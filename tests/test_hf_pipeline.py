@@ -27,7 +27,7 @@ from envs.openagi.metrics import METRICS
 from envs.openagi.plans import check_plan, format_plan, parse_plan
 from envs.openagi.suite import SUITE_LIMITS, task_specs
 from envs.openagi.tools import signature_registry
-from rltf.config import REPO_ROOT, load_config
+from rltf.config.loading import REPO_ROOT, load_config
 from train.rltf import run
 from test_hf_data import HAS_DIFFUSERS, write_sources
 

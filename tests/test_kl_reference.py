@@ -1,7 +1,7 @@
 """The KL reference is the policy RLTF starts from: KL exactly 0 at RL step 0.
 
 For full-model and LoRA planners, with and without a supervised warm start, T5 and LLaMA: the
-trainer's reference (:class:`rltf.reference.ReferencePolicy`) gives every valid plan the same
+trainer's reference (:class:`rltf.rl.kl_reference.ReferencePolicy`) gives every valid plan the same
 log-probability as the policy RLTF starts from, which after SFT is the fine-tuned policy; the
 trainer's own ``train/kl`` (log π − log π_ref on the plans it sampled) is 0 at its first step;
 a saved RLTF checkpoint reloads to the same policy and the same reference. The main job is
@@ -21,13 +21,13 @@ from accelerate import Accelerator
 from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.grammar import plan_grammars
 from envs.openagi.plans import enumerate_plans
-from rltf.checkpoint import MODEL_DIR, latest_checkpoint
-from rltf.config import LoraSettings, PlannerSettings, load_config
-from rltf.planner import Planner
-from rltf.planner_loading import load_planner
-from rltf.reference import ReferencePolicy
-from rltf.sft import supervised_finetune
-from rltf.trainer import RLTFTrainer
+from rltf.run.checkpoint import MODEL_DIR, latest_checkpoint
+from rltf.config.loading import LoraSettings, PlannerSettings, load_config
+from rltf.planners.planner import Planner
+from rltf.planners.loading import load_planner
+from rltf.rl.kl_reference import ReferencePolicy
+from rltf.rl.sft import supervised_finetune
+from rltf.rl.trainer import RLTFTrainer
 from tests.tiny_models import bpe_tokenizer, tiny_llama, tiny_t5, unigram_tokenizer
 from tests.toy_env import toy_env
 
@@ -95,7 +95,7 @@ def test_kl_is_zero_at_the_first_rltf_step_and_checkpoints_reload(base_dirs, tmp
     start_lp = base_lp
     sft = kind.endswith("after-sft")
     if sft:
-        from rltf.planner_loading import rltf_start_planner  # the SFT -> RLTF handoff the main job runs
+        from rltf.planners.loading import rltf_start_planner  # the SFT -> RLTF handoff the main job runs
 
         supervised_finetune(planner, env, env.tasks(), epochs=4, lr=0.05 if lora else 0.01, batch_size=2, seed=0,
                             accelerator=acc, progress=False)
@@ -149,8 +149,8 @@ def test_kl_is_zero_at_the_first_rltf_step_and_checkpoints_reload(base_dirs, tmp
 
 # ------------------------------------------------------------------------------ refused combinations
 def test_kl_with_a_still_trained_adapter_or_a_4bit_sft_adapter_is_refused(base_dirs, tmp_path):
-    from rltf.hf_models import PlannerError
-    from rltf.planner_loading import check_kl_reference
+    from rltf.planners.hf_models import PlannerError
+    from rltf.planners.loading import check_kl_reference
 
     keep = PlannerSettings(model=str(base_dirs["llama"]), lora=LoraSettings(enabled=True, merge_source_adapter=False))
     with pytest.raises(PlannerError, match=r"rltf\.kl_coef=0\.05 with planner\.lora\.merge_source_adapter=false.*"

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from rltf.config import load_config
+from rltf.config.loading import load_config
 from train.rltf import run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -88,7 +88,7 @@ def test_evaluate_recipe_gives_the_main_jobs_rows_for_the_same_planner(tiny):
 
 @pytest.mark.slow
 def test_sft_entry_point_writes_a_reloadable_planner(tmp_path, capsys):
-    from rltf.planner import Planner
+    from rltf.planners.planner import Planner
     from train.sft import main as sft_main
 
     sft_main([f"output_dir={tmp_path}", "run_name=sft", f"planner.embedded.dir={tmp_path / 'embedded'}", *TINY])
@@ -103,9 +103,9 @@ def test_a_tool_named_only_in_the_config_is_planned_executed_and_rewarded(tmp_pa
     """``env.tools: [tests.test_env_factory:register_echo]``: the embedded tokenizer learns its name,
     the decoder samples plans with it from the env's registry, the env executes them and rewards
     them, and the planner learns from them, in a 2-step run of ``train/rltf.py``."""
-    from rltf.checkpoint import MODEL_DIR, latest_checkpoint
-    from rltf.planner import Planner
-    from rltf.trainer import RLTFTrainer
+    from rltf.run.checkpoint import MODEL_DIR, latest_checkpoint
+    from rltf.planners.planner import Planner
+    from rltf.rl.trainer import RLTFTrainer
     from tests import test_env_factory
 
     batches = []

@@ -8,12 +8,12 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-import rltf.sft as sft_module
-import rltf.trainer as trainer_module
-from rltf.config import ConfigError, load_config
-from rltf.planner import Planner
-from rltf.sft import NonFiniteSFTLossError, supervised_finetune
-from rltf.trainer import NonFiniteLossError, RLTFTrainer
+import rltf.rl.sft as sft_module
+import rltf.rl.trainer as trainer_module
+from rltf.config.loading import ConfigError, load_config
+from rltf.planners.planner import Planner
+from rltf.rl.sft import NonFiniteSFTLossError, supervised_finetune
+from rltf.rl.trainer import NonFiniteLossError, RLTFTrainer
 from tests.tiny_models import tiny_t5, unigram_tokenizer
 from tests.toy_env import toy_env
 

@@ -12,13 +12,13 @@ import torch
 import transformers as tf
 
 from envs.openagi.tools import OPENAGI_TOOLS
-from rltf.config import EmbeddedSettings, LoraSettings, PlannerSettings
-from rltf.embedded import build_embedded_planner, ensure_embedded_planner
-from rltf.hf_models import PlannerError
-from rltf.planner import PLANNER_FILE, Planner
-from rltf.planner_loading import load_planner
-from rltf.reference import ReferencePolicy
-from rltf.tokenizer import default_tokenizer_texts, train_plan_tokenizer
+from rltf.config.loading import EmbeddedSettings, LoraSettings, PlannerSettings
+from rltf.planners.embedded import build_embedded_planner, ensure_embedded_planner
+from rltf.planners.hf_models import PlannerError
+from rltf.planners.planner import PLANNER_FILE, Planner
+from rltf.planners.loading import load_planner
+from rltf.rl.kl_reference import ReferencePolicy
+from rltf.planners.tokenizer import default_tokenizer_texts, train_plan_tokenizer
 
 # PEFT calls a transformers method deprecated in v5; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")

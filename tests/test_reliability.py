@@ -9,9 +9,9 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from rltf.config import ConfigError, load_config
-from rltf.planner import Planner
-from rltf.trainer import RLTFTrainer
+from rltf.config.loading import ConfigError, load_config
+from rltf.planners.planner import Planner
+from rltf.rl.trainer import RLTFTrainer
 from tests.tiny_models import tiny_t5, unigram_tokenizer
 from tests.toy_env import toy_env, toy_tasks
 
@@ -56,8 +56,8 @@ def test_a_damaged_learned_expert_cache_is_retrained_with_a_warning(tmp_path, mo
 
 
 def test_a_damaged_embedded_planner_build_is_rebuilt(tmp_path):
-    from rltf.config import EmbeddedSettings
-    from rltf.embedded import ensure_embedded_planner
+    from rltf.config.loading import EmbeddedSettings
+    from rltf.planners.embedded import ensure_embedded_planner
 
     settings = EmbeddedSettings(d_model=16, d_ff=32, num_layers=1, num_heads=2, dir=str(tmp_path))
     texts = ["Image Denoising, Image Classification", "Given noisy image, how to return the class label?"]
@@ -122,7 +122,7 @@ class _Saver:
 
 
 def test_rotation_never_deletes_the_checkpoint_just_written(tmp_path):
-    from rltf.checkpoint import latest_checkpoint, save_checkpoint
+    from rltf.run.checkpoint import latest_checkpoint, save_checkpoint
 
     rdir = tmp_path / "rltf"
     for step in (6, 8):  # an earlier run's checkpoints, further along
@@ -134,8 +134,8 @@ def test_rotation_never_deletes_the_checkpoint_just_written(tmp_path):
 
 
 def test_a_fresh_run_into_a_folder_holding_a_run_is_refused_unless_overwrite(tmp_path):
-    from rltf import stages
-    from rltf.checkpoint import RunFolderError
+    from rltf.stages import plan_job as stages
+    from rltf.run.checkpoint import RunFolderError
 
     run_dir = tmp_path / "toy"
     (run_dir / "rltf" / "checkpoint-4").mkdir(parents=True)
@@ -156,7 +156,7 @@ class _Planted:
 
 @pytest.mark.parametrize("baseline", ["moving_average", "per_task", "rloo"])
 def test_todays_checkpoints_load_with_weights_only(tmp_path, baseline):
-    from rltf.checkpoint import latest_checkpoint, load_state
+    from rltf.run.checkpoint import latest_checkpoint, load_state
 
     cfg = make_cfg(tmp_path, "rltf.steps=2", f"rltf.baseline={baseline}", "rltf.lr_schedule=cosine",
                    "rltf.warmup_steps=1")
@@ -179,7 +179,7 @@ def test_a_planted_pickle_is_not_executed_on_resume(tmp_path):
 
 @pytest.mark.parametrize("name", ["../../elsewhere", "/tmp/checkpoint-1", "checkpoint-1/../../x"])
 def test_latest_must_name_a_checkpoint_inside_the_run_folder(tmp_path, name):
-    from rltf.checkpoint import RunFolderError, latest_checkpoint
+    from rltf.run.checkpoint import RunFolderError, latest_checkpoint
 
     (tmp_path / "elsewhere" / "trainer_state.pt").parent.mkdir(parents=True)
     (tmp_path / "elsewhere" / "trainer_state.pt").write_bytes(b"")
@@ -204,7 +204,7 @@ def test_resume_with_a_changed_training_key_is_refused_listing_the_differences(t
 
 
 def test_resume_with_a_changed_config_is_refused_before_config_yaml_is_overwritten(tmp_path):
-    from rltf import stages
+    from rltf.stages import plan_job as stages
 
     stages.start(make_cfg(tmp_path))
     saved = (tmp_path / "toy" / "config.yaml").read_text()
@@ -323,7 +323,7 @@ def saved_planner(tmp_path):
 
 @pytest.mark.parametrize("cut", ["empty", "header", "half", "one byte"])
 def test_a_truncated_model_safetensors_names_itself(saved_planner, cut):
-    from rltf.hf_models import PlannerError
+    from rltf.planners.hf_models import PlannerError
 
     weights = saved_planner / "model.safetensors"
     good = weights.read_bytes()
@@ -335,7 +335,7 @@ def test_a_truncated_model_safetensors_names_itself(saved_planner, cut):
 
 @pytest.mark.parametrize("name", ["rltf_planner.json", "config.json", "tokenizer_config.json"])
 def test_a_damaged_json_file_of_a_planner_names_itself(saved_planner, name):
-    from rltf.hf_models import PlannerError
+    from rltf.planners.hf_models import PlannerError
 
     (saved_planner / name).write_text('{"format": 1, "arch":')
     with pytest.raises(PlannerError, match=rf"{name} is damaged \(not valid JSON"):
@@ -343,7 +343,7 @@ def test_a_damaged_json_file_of_a_planner_names_itself(saved_planner, name):
 
 
 def _checkpoints(rdir, steps, keep=10):
-    from rltf.checkpoint import save_checkpoint
+    from rltf.run.checkpoint import save_checkpoint
 
     planner = make_planner()
     for step in steps:
@@ -351,8 +351,8 @@ def _checkpoints(rdir, steps, keep=10):
 
 
 def test_a_damaged_trainer_state_names_itself(tmp_path):
-    from rltf.checkpoint import DamagedCheckpointError, load_state
-    from rltf.tracking import DamagedFileError
+    from rltf.run.checkpoint import DamagedCheckpointError, load_state
+    from rltf.run.tracking import DamagedFileError
 
     _checkpoints(tmp_path, [3])
     state = tmp_path / "checkpoint-3" / "trainer_state.pt"
@@ -363,7 +363,7 @@ def test_a_damaged_trainer_state_names_itself(tmp_path):
 
 
 def test_read_json_names_a_damaged_file(tmp_path):
-    from rltf.tracking import DamagedFileError, read_json, write_json
+    from rltf.run.tracking import DamagedFileError, read_json, write_json
 
     f = tmp_path / "eval_initial.json"
     write_json(f, {"zero": 0.5})
@@ -374,7 +374,7 @@ def test_read_json_names_a_damaged_file(tmp_path):
 
 
 def test_resume_falls_back_past_damaged_checkpoints_with_a_warning(tmp_path):
-    from rltf.checkpoint import DamagedCheckpointError, latest_intact_checkpoint
+    from rltf.run.checkpoint import DamagedCheckpointError, latest_intact_checkpoint
 
     rdir = tmp_path / "rltf"
     assert latest_intact_checkpoint(rdir) is None
@@ -403,7 +403,7 @@ def test_resume_falls_back_past_damaged_checkpoints_with_a_warning(tmp_path):
 def test_resume_never_falls_forward_to_an_abandoned_runs_later_checkpoint(tmp_path):
     import shutil
 
-    from rltf.checkpoint import latest_intact_checkpoint
+    from rltf.run.checkpoint import latest_intact_checkpoint
 
     rdir = tmp_path / "rltf"
     _checkpoints(rdir, [2, 4, 6])
@@ -417,7 +417,7 @@ def test_resume_never_falls_forward_to_an_abandoned_runs_later_checkpoint(tmp_pa
 
 # ------------------------------------------------------------------ 7. missing tokenizer files
 def test_a_planner_folder_without_tokenizer_files_is_a_clear_error(saved_planner):
-    from rltf.hf_models import PlannerError, load_tokenizer
+    from rltf.planners.hf_models import PlannerError, load_tokenizer
 
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (saved_planner / name).unlink()
@@ -432,7 +432,7 @@ def test_a_planner_folder_without_tokenizer_files_is_a_clear_error(saved_planner
 @pytest.mark.parametrize("where", ["output_dir", "run", "run/rltf", "run/rltf/checkpoint-2", "run/sft"])
 @pytest.mark.parametrize("resume", [True, False])
 def test_a_file_where_the_run_needs_a_folder_is_refused_naming_it(tmp_path, where, resume):
-    from rltf.checkpoint import RunFolderError, prepare_run_folder
+    from rltf.run.checkpoint import RunFolderError, prepare_run_folder
 
     out = tmp_path / "out"
     run_dir = out / "toy"
@@ -450,8 +450,8 @@ def test_a_file_where_the_run_needs_a_folder_is_refused_naming_it(tmp_path, wher
 
 
 def test_the_run_folder_layout_is_checked_before_anything_trains(tmp_path):
-    from rltf import stages
-    from rltf.checkpoint import RunFolderError
+    from rltf.stages import plan_job as stages
+    from rltf.run.checkpoint import RunFolderError
 
     (tmp_path / "toy" / "rltf").mkdir(parents=True)
     (tmp_path / "toy" / "sft").write_text("")
@@ -462,7 +462,7 @@ def test_the_run_folder_layout_is_checked_before_anything_trains(tmp_path):
 
 # ------------------------------------------------------------------ 9. stale temporaries, half-deleted checkpoints
 def test_stale_temporaries_are_removed_when_a_run_resumes(tmp_path):
-    from rltf.checkpoint import prepare_run_folder
+    from rltf.run.checkpoint import prepare_run_folder
 
     rdir = tmp_path / "toy" / "rltf"
     _checkpoints(rdir, [2])
@@ -486,8 +486,8 @@ def test_a_save_removes_stale_checkpoint_temporaries(tmp_path):
 def test_a_killed_rotation_leaves_no_half_deleted_checkpoint(tmp_path, monkeypatch):
     import shutil
 
-    from rltf import checkpoint
-    from rltf.checkpoint import checkpoints, latest_intact_checkpoint, prepare_run_folder, save_checkpoint
+    from rltf.run import checkpoint
+    from rltf.run.checkpoint import checkpoints, latest_intact_checkpoint, prepare_run_folder, save_checkpoint
 
     rdir = tmp_path / "toy" / "rltf"
     _checkpoints(rdir, [2, 4], keep=2)
@@ -510,7 +510,7 @@ def test_a_killed_rotation_leaves_no_half_deleted_checkpoint(tmp_path, monkeypat
 
 @pytest.mark.parametrize("keep", [0, -1, 1.5, True])
 def test_save_checkpoint_refuses_a_keep_below_one_before_writing(tmp_path, keep):
-    from rltf.checkpoint import save_checkpoint
+    from rltf.run.checkpoint import save_checkpoint
 
     with pytest.raises(ValueError, match=rf"keep={keep!r} \(rltf.save_total_limit\); expected an integer >= 1"):
         save_checkpoint(tmp_path / "rltf", 1, _Saver(), {"history": []}, keep=keep)
@@ -547,7 +547,7 @@ def test_the_other_entry_points_share_the_wrapper(tmp_path, capsys, script):
 
 
 def test_run_cli_keeps_the_traceback_of_bugs_and_joins_message_lines(capsys):
-    from rltf.cli import run_cli
+    from rltf.run.cli import run_cli
 
     def bug(argv):
         raise KeyError("a bug")

@@ -6,9 +6,9 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from rltf.config import load_config
-from rltf.planner import Planner
-from rltf.trainer import RLTFTrainer
+from rltf.config.loading import load_config
+from rltf.planners.planner import Planner
+from rltf.rl.trainer import RLTFTrainer
 from tests.tiny_models import tiny_t5, unigram_tokenizer
 from tests.toy_env import toy_env
 

@@ -17,12 +17,12 @@ from constrained_decoding.decode import sample_plans
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts
 from envs.openagi.grammar import plan_grammars
-from rltf.baselines import Baseline
-from rltf.config import load_config
-from rltf.evaluate import constrained_schema
-from rltf.planner import Planner
-from rltf.sft import supervised_finetune
-from rltf.trainer import RLTFTrainer
+from rltf.rl.baselines import Baseline
+from rltf.config.loading import load_config
+from rltf.evaluation.schemas import constrained_schema
+from rltf.planners.planner import Planner
+from rltf.rl.sft import supervised_finetune
+from rltf.rl.trainer import RLTFTrainer
 from tests.tiny_models import bpe_tokenizer, tiny_llama, tiny_t5, unigram_tokenizer
 from tests.toy_env import toy_env
 from tests.two_processes import torchrun2
@@ -183,7 +183,7 @@ def test_first_visit_baselines_never_contain_the_samples_own_reward():
 
 
 def test_baseline_docstring_states_the_first_visit_rule():
-    import rltf.baselines as mod
+    import rltf.rl.baselines as mod
 
     assert "never contains its own reward" in " ".join(mod.__doc__.split())
 
@@ -192,7 +192,7 @@ def test_baseline_docstring_states_the_first_visit_rule():
 def test_the_embedded_tokenizer_never_sees_a_held_out_task():
     from envs.openagi.split import load_split
     from envs.openagi.suite import task_specs
-    from rltf.tokenizer import default_tokenizer_texts
+    from rltf.planners.tokenizer import default_tokenizer_texts
 
     corpus = set(default_tokenizer_texts())
     train_seen = 0
@@ -249,15 +249,15 @@ def test_readme_names_only_test_files_that_exist():
 
 
 def test_checkpoint_docs_claim_no_rng_state():
-    import rltf.checkpoint as ck
+    import rltf.run.checkpoint as ck
 
     assert "RNG state" not in (ck.__doc__ or "").split("No RNG state")[0]
     assert not hasattr(ck, "rng_state") and not hasattr(ck, "set_rng_state")
 
 
 def test_load_planner_applies_max_prompt_tokens_and_saved_planners_keep_it(tmp_path):
-    from rltf.config import PlannerSettings
-    from rltf.planner_loading import load_planner
+    from rltf.config.loading import PlannerSettings
+    from rltf.planners.loading import load_planner
 
     tok = bpe_tokenizer()
     Planner(tiny_llama(tok, seed=0), tok, False, "tiny-llama").save_pretrained(tmp_path / "src")

@@ -24,15 +24,15 @@ def fresh_accelerate_state():
 
 
 def test_rl_step_benchmark_prints_phases_and_ratio(capsys, fresh_accelerate_state):
-    import rltf.trainer
+    import rltf.rl.trainer
 
     spec = importlib.util.spec_from_file_location("rl_step_bench", BENCH)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    sampler = rltf.trainer.sample_plans
+    sampler = rltf.rl.trainer.sample_plans
     out = bench.main(["--repeats", "2", "--warmup", "0", "--tasks", "2", "--k", "2", "--d-model", "32",
                       "--layers", "1", "--sft-epochs", "2", "--max-tokens", "12"])
-    assert rltf.trainer.sample_plans is sampler  # the phase timer is removed again
+    assert rltf.rl.trainer.sample_plans is sampler  # the phase timer is removed again
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1].startswith("rltf/grpo step time: ") and float(lines[-1].split(": ")[1]) == \
         pytest.approx(out["ratio"], abs=0.01)

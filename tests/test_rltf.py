@@ -11,10 +11,10 @@ from accelerate import Accelerator
 from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.grammar import plan_grammars
 from envs.openagi.plans import enumerate_plans
-from rltf.baselines import Baseline
-from rltf.config import load_config
-from rltf.planner import Planner
-from rltf.trainer import RLTFTrainer
+from rltf.rl.baselines import Baseline
+from rltf.config.loading import load_config
+from rltf.planners.planner import Planner
+from rltf.rl.trainer import RLTFTrainer
 from tests.tiny_models import tiny_t5, unigram_tokenizer
 from tests.toy_env import toy_env
 
@@ -156,7 +156,7 @@ def fresh_accelerate_state():
 
 def test_bf16_mixed_precision_step(tmp_path, fresh_accelerate_state):
     """accelerate's bf16 autocast: the scorer runs in bf16, the update stays finite and moves the policy."""
-    from rltf.distributed import sharding_for
+    from rltf.run.distributed import sharding_for
 
     acc = Accelerator(cpu=True, mixed_precision="bf16")
     assert sharding_for(acc).kind == "replicated"
@@ -171,7 +171,7 @@ def test_bf16_mixed_precision_step(tmp_path, fresh_accelerate_state):
 
 
 def test_fp16_without_loss_scaling_is_refused(fresh_accelerate_state):
-    from rltf.distributed import sharding_for
+    from rltf.run.distributed import sharding_for
 
     class FakeFp16:  # accelerate refuses fp16 on CPU itself; the check only reads these two fields
         mixed_precision = "fp16"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from accelerate import Accelerator
 
-from rltf.distributed import sharding_for
+from rltf.run.distributed import sharding_for
 from tests.two_processes import torchrun2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,10 +118,10 @@ def test_main_job_sharded_runs_and_resumes(tmp_path, mode):
 
 def test_kl_to_a_full_copy_is_refused_when_sharded(tmp_path):
     """A KL reference would be a second sharded copy of a full model: refused, naming the fix."""
-    from rltf.config import load_config
-    from rltf.distributed import Sharding
-    from rltf.planner import Planner
-    from rltf.trainer import RLTFTrainer
+    from rltf.config.loading import load_config
+    from rltf.run.distributed import Sharding
+    from rltf.planners.planner import Planner
+    from rltf.rl.trainer import RLTFTrainer
     from tests.tiny_models import tiny_t5, unigram_tokenizer
     from tests.toy_env import toy_env
 

@@ -28,7 +28,7 @@ from envs.travel.grammar import (
     slot_text,
 )
 from envs.travel.plans import PlanParseError, parse_plan
-from rltf.tokenizer import train_plan_tokenizer
+from rltf.planners.tokenizer import train_plan_tokenizer
 from tiny_models import tiny_llama, tiny_t5
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

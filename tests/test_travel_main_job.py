@@ -12,7 +12,7 @@ import envs
 from envs.config import EnvConfig
 from envs.travel.config import TravelEnvConfig
 from envs.travel.env import TravelPlannerEnv
-from rltf.config import ConfigError, load_config
+from rltf.config.loading import ConfigError, load_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

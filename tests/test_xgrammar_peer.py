@@ -45,7 +45,7 @@ def load_peer():
 
 
 def embedded_tokenizer():
-    from rltf.tokenizer import default_tokenizer_texts, train_plan_tokenizer
+    from rltf.planners.tokenizer import default_tokenizer_texts, train_plan_tokenizer
 
     return train_plan_tokenizer(default_tokenizer_texts())
 

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 
-from rltf.trainer import RLTFTrainer  # noqa: E402
+from rltf.rl.trainer import RLTFTrainer  # noqa: E402
 from tests.test_rl_correctness import WEIGHT_OVERRIDES, make_cfg, t5_planner, weights_for  # noqa: E402
 from tests.toy_env import toy_env  # noqa: E402
 

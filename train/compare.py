@@ -7,7 +7,7 @@
     python train/compare.py suite=openagi-grpo name=quick rltf.steps=10           # extra key=value: every arm
 
 A suite is a YAML file (``configs/compare/<suite>.yaml``, or a path): its arms (entry point +
-overrides), its table rows and its number of seeds (:mod:`rltf.compare`). Each (arm, seed) runs
+overrides), its table rows and its number of seeds (:mod:`rltf.comparison.compare`). Each (arm, seed) runs
 as its own process into ``<output_dir>/<name>/<arm>/seed<k>/`` (``name`` defaults to the suite's
 name); a run whose results exist is not run again, so a killed comparison continues where it
 stopped. Writes ``compare.md``, ``compare.json`` and ``compare.png`` (held-out score and train
@@ -29,9 +29,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import yaml  # noqa: E402
 
-from rltf import compare  # noqa: E402
-from rltf.cli import run_cli  # noqa: E402
-from rltf.config import REPO_ROOT, ConfigError  # noqa: E402
+from rltf.comparison import compare  # noqa: E402
+from rltf.run.cli import run_cli  # noqa: E402
+from rltf.config.loading import REPO_ROOT, ConfigError  # noqa: E402
 
 RECIPE_KEYS = ("suite", "name", "output_dir", "seeds", "arms", "report_only", "dry_run")
 

@@ -6,7 +6,7 @@
 ``planner.model`` is anything ``from_pretrained`` loads (a saved planner, an adapter folder, a
 hub id), placed on the accelerator's device. Every schema in ``eval.schemas`` evaluates that one
 planner (``finetuned`` and ``rltf`` are the same constrained beam search; name the row you mean),
-with the main job's held-out tasks and few-shot examples (``rltf/stages.py``), so a planner
+with the main job's held-out tasks and few-shot examples (``rltf/stages/plan_job.py``), so a planner
 evaluated here gets the main job's numbers. Prints the table and writes ``eval.md`` /
 ``eval.json`` into the run folder.
 
@@ -14,7 +14,7 @@ evaluated here gets the main job's numbers. Prints the table and writes ``eval.m
 ``[validation,test]`` for the union (18: one task moves the mean less); a split name other than
 train / validation / test is refused naming the key. Each schema's overall score comes with its
 95% bootstrap interval over the tasks (``0.7367 [0.61, 0.85]``; ``eval.json``: the table's
-``intervals``, :func:`rltf.evaluate.bootstrap_interval`).
+``intervals``, :func:`rltf.evaluation.schemas.bootstrap_interval`).
 
 With ``flow.enabled: true`` (``configs/travel-mtp.yaml``, ``travel-okr.yaml``, ``travel-react.yaml``)
 it evaluates the agent flows of ``flow.methods`` on the travel sandbox instead
@@ -29,9 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rltf import stages  # noqa: E402
-from rltf.cli import run_cli  # noqa: E402
-from rltf.config import load_config  # noqa: E402
+from rltf.stages import plan_job as stages  # noqa: E402
+from rltf.run.cli import run_cli  # noqa: E402
+from rltf.config.loading import load_config  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict | None:

@@ -6,20 +6,20 @@
 
 The same config as the main job (``python train/rltf.py config=configs/grpo-lite.yaml`` is the RLTF
 run it is compared with): the causal planner of ``planner`` (``planner.arch=causal``: the embedded
-LLaMA), rltf's SFT stage (``sft``), then GRPO (:mod:`rltf.grpo`) with RLTF's budget and
+LLaMA), rltf's SFT stage (``sft``), then GRPO (:mod:`rltf.comparison.grpo`) with RLTF's budget and
 hyperparameters (``rltf.steps``, ``tasks_per_batch``, ``k_samples`` = ``num_generations``, ``lr``,
 ``temperature``, ...) and the train env's score of each sampled text as its reward. GRPO's own
-settings (the config's ``grpo`` section, :class:`rltf.schema.GrpoSettings`) are ``grpo.<name>=<value>`` arguments or a ``grpo:``
+settings (the config's ``grpo`` section, :class:`rltf.config.sections.GrpoSettings`) are ``grpo.<name>=<value>`` arguments or a ``grpo:``
 section in the YAML file. The warm start is the unconstrained NLL of the reference plan text
 (``grpo.warm_start=text``, the default: how GRPO is normally warm-started, from which unconstrained
 sampling finds valid plans); ``grpo.warm_start=constrained`` starts from rltf's own SFT stage
-instead, whose unconstrained text stays near-random (see :mod:`rltf.grpo`).
+instead, whose unconstrained text stays near-random (see :mod:`rltf.comparison.grpo`).
 
 Evaluation on the held-out tasks (``eval.splits``): the fine-tuned and the GRPO planner by the main
 job's constrained beam search (``finetuned`` / ``grpo``, the evaluation RLTF gets) and by
 unconstrained greedy decoding parsed as written (``*_free``), with the fraction of valid plans;
 plus ``reference`` / ``oracle`` when in ``eval.schemas``; the overall scores with their bootstrap
-intervals over tasks (:func:`rltf.evaluate.bootstrap_interval`). Every ``rltf.eval_every`` steps
+intervals over tasks (:func:`rltf.evaluation.schemas.bootstrap_interval`). Every ``rltf.eval_every`` steps
 (0: never) the GRPO planner is scored on the validation tasks by the same beam search, as RLTF's
 trainer does (``eval/validation/score``). Writes ``<run_dir>/results.md`` / ``results.json``
 (table, intervals, plans, per-task scores) / ``grpo_history.json`` (TRL's log and every reward
@@ -43,9 +43,9 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_var, "1")  # GRPO here never needs the hub (a hub planner id: unset these)
 
 
-from rltf import stages  # noqa: E402
-from rltf.config import ConfigError, RunConfig, load_config  # noqa: E402
-from rltf.grpo import (  # noqa: E402
+from rltf.stages import plan_job as stages  # noqa: E402
+from rltf.config.loading import ConfigError, RunConfig, load_config  # noqa: E402
+from rltf.comparison.grpo import (  # noqa: E402
     PeriodicEval,
     comparison_table,
     free_text_schema,
@@ -54,7 +54,7 @@ from rltf.grpo import (  # noqa: E402
     text_finetune,
     training_curve,
 )
-from rltf.tracking import write_json  # noqa: E402
+from rltf.run.tracking import write_json  # noqa: E402
 
 DEFAULT_CONFIG = "configs/grpo-lite.yaml"
 
@@ -154,6 +154,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from rltf.cli import run_cli
+    from rltf.run.cli import run_cli
 
     run_cli(main)  # user-facing errors: one line on stderr, exit status 2

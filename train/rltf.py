@@ -2,14 +2,14 @@
 
 With ``flow.enabled`` (``configs/travel-mtp.yaml``, ``travel-okr.yaml``) it trains an agent flow
 instead: warm start on the solver's decisions -> RLTF on the flow's trajectories -> held-out
-evaluation of the flow (``rltf/flow_stages.py``).
+evaluation of the flow (``rltf/stages/flow_job.py``).
 
     accelerate launch train/rltf.py [config=configs/<name>.yaml] [key=value ...]
     python train/rltf.py rltf.steps=50 seed=1
 
 With no arguments it runs the offline embedded default (``configs/default.yaml``) on the CPU.
-``dry_run=true`` validates the config and prints what the run would load (``rltf/describe.py``).
-Every stage is a function of ``rltf/stages.py``. A resumed run (``resume=true``) reuses what
+``dry_run=true`` validates the config and prints what the run would load (``rltf/stages/describe.py``).
+Every stage is a function of ``rltf/stages/plan_job.py``. A resumed run (``resume=true``) reuses what
 earlier stages finished: the zero/few-shot results, the fine-tuned planner, the newest RLTF
 checkpoint.
 """
@@ -21,17 +21,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rltf import stages  # noqa: E402
-from rltf.cli import run_cli  # noqa: E402
-from rltf.config import RunConfig, load_config  # noqa: E402
-from rltf.describe import describe_run  # noqa: E402
-from rltf.flow_stages import describe_flow_job, run_flow_job  # noqa: E402
-from rltf.planner_loading import check_kl_reference  # noqa: E402
+from rltf.stages import plan_job as stages  # noqa: E402
+from rltf.run.cli import run_cli  # noqa: E402
+from rltf.config.loading import RunConfig, load_config  # noqa: E402
+from rltf.stages.describe import describe_run  # noqa: E402
+from rltf.stages.flow_job import describe_flow_job, run_flow_job  # noqa: E402
+from rltf.planners.loading import check_kl_reference  # noqa: E402
 
 
 def run(cfg: RunConfig) -> dict:
     check_kl_reference(cfg.planner, sft=cfg.sft.enabled, kl_coef=cfg.rltf.kl_coef)  # before anything loads
-    if cfg.flow.enabled:  # an agent flow (MTP, OKR-Agent) on the travel sandbox: rltf/flow_stages.py
+    if cfg.flow.enabled:  # an agent flow (MTP, OKR-Agent) on the travel sandbox: rltf/stages/flow_job.py
         return run_flow_job(cfg)
     job = stages.start(cfg)
     envs = stages.build_envs(job)

@@ -4,7 +4,7 @@
 
 Writes the fine-tuned planner (``save_pretrained``) to ``<run_dir>/sft`` — the checkpoint RLTF
 starts from (``planner.model=<run_dir>/sft``) — and prints its held-out score. The same stages
-(``rltf/stages.py``) as the main job's fine-tuning.
+(``rltf/stages/plan_job.py``) as the main job's fine-tuning.
 """
 
 import os
@@ -14,9 +14,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rltf import stages  # noqa: E402
-from rltf.cli import run_cli  # noqa: E402
-from rltf.config import load_config  # noqa: E402
+from rltf.stages import plan_job as stages  # noqa: E402
+from rltf.run.cli import run_cli  # noqa: E402
+from rltf.config.loading import load_config  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

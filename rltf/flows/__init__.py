@@ -6,7 +6,7 @@ every node once in topological order (one *pass*): compose the messages -> query
 after-query (parse, validate, write the database, edit the graph for this pass). A node whose
 answer does not parse raises :class:`NodeRetry` and is asked again, with its answer and the
 message, a bounded number of times. Every pass returns a :class:`PassResult` and writes a JSON
-trace (:func:`load_trace` reads it). The semantics in full: :mod:`rltf.flows.engine`.
+trace (:func:`load_trace` reads it). The semantics in full: :mod:`rltf.flows.engine.flow`.
 
 Example::
 
@@ -32,17 +32,17 @@ Backends (:mod:`rltf.flows.backends`): ``hf`` (:class:`HFBackend`, a local trans
 :func:`rescore`), and :class:`ScriptedBackend` (canned answers, for tests).
 
 Agent flows on the travel sandbox (loaded on first use): :func:`run_mtp` (Meta-Task Planning,
-:mod:`rltf.flows.mtp`), :func:`run_okr` (OKR-Agent, :mod:`rltf.flows.okr`), :func:`run_react`
-(ReAct, :mod:`rltf.flows.react`), :func:`run_flat` (one constrained decode, :mod:`rltf.flows.flat`);
+:mod:`rltf.flows.agents.mtp`), :func:`run_okr` (OKR-Agent, :mod:`rltf.flows.agents.okr`), :func:`run_react`
+(ReAct, :mod:`rltf.flows.agents.react`), :func:`run_flat` (one constrained decode, :mod:`rltf.flows.agents.flat`);
 sequential agents as generator programs (:class:`Ask`, :func:`run_program`,
-:mod:`rltf.flows.program`); their evaluation, ``python -m rltf.flows.evaluate config=configs/travel-mtp.yaml``
+:mod:`rltf.flows.engine.program`); their evaluation, ``python -m rltf.flows.evaluate config=configs/travel-mtp.yaml``
 (:func:`evaluate_flows`, the ``flow:`` section :class:`FlowSettings`).
 
 Training a flow with RLTF: a pass is a trajectory of its constrained decisions
-(:mod:`rltf.flows.trajectory`), trained by :class:`rltf.flow_trainer.FlowRLTFTrainer` after a warm
-start on the solver's answers (:mod:`rltf.flows.teacher`), optionally with one LoRA adapter per role
-(:mod:`rltf.flows.roles`); the main job ``train/rltf.py config=configs/travel-mtp.yaml`` runs it all
-(:mod:`rltf.flow_stages`).
+(:mod:`rltf.flows.training.trajectory`), trained by :class:`rltf.flows.training.trainer.FlowRLTFTrainer` after a warm
+start on the solver's answers (:mod:`rltf.flows.training.teacher`), optionally with one LoRA adapter per role
+(:mod:`rltf.flows.training.roles`); the main job ``train/rltf.py config=configs/travel-mtp.yaml`` runs it all
+(:mod:`rltf.stages.flow_job`).
 
 Layering: this package uses ``constrained_decoding`` and ``envs``; they never import it.
 """
@@ -60,9 +60,9 @@ from rltf.flows.backends import (
     make_backend,
     render_plain,
 )
-from rltf.flows.choice import ChoiceError, ChoiceGrammar, choice_grammar
-from rltf.flows.database import Database, PlaceholderError, placeholders, render_value
-from rltf.flows.engine import (
+from rltf.flows.engine.choice import ChoiceError, ChoiceGrammar, choice_grammar
+from rltf.flows.engine.database import Database, PlaceholderError, placeholders, render_value
+from rltf.flows.engine.flow import (
     Backoff,
     Edge,
     EdgeKind,
@@ -82,7 +82,7 @@ from rltf.flows.engine import (
     default_compose,
     find_cycle,
 )
-from rltf.flows.trace import AttemptTrace, NodeTrace, PassTrace, load_trace
+from rltf.flows.engine.trace import AttemptTrace, NodeTrace, PassTrace, load_trace
 
 __all__ = [
     "AttemptTrace", "Backend", "BackendError", "Backoff", "ChoiceError", "ChoiceGrammar", "Choices", "Completion",
@@ -92,15 +92,15 @@ __all__ = [
     "PlannerBackend", "Sampling", "ScriptedBackend", "Usage", "choice_grammar", "default_compose", "find_cycle",
     "load_trace", "make_backend", "placeholders", "render_plain", "render_value", "rescore",
     # the travel agent flows (lazy, _AGENTS)
-    "Ask", "FlowRun", "FlowSettings", "MetaTaskPlanning", "OKRAgent", "ProgramRun", "ReActAgent", "evaluate_flows",
+    "Ask", "FlowRun", "MetaTaskPlanning", "OKRAgent", "ProgramRun", "ReActAgent", "evaluate_flows",
     "run_flat", "run_mtp", "run_okr", "run_program", "run_react",
 ]
 
 _LAZY = {"HFBackend", "OpenAIBackend", "PlannerBackend", "rescore", "LocalModelBackend"}
-_AGENTS = {"Ask": "program", "run_program": "program", "ProgramRun": "program", "run_mtp": "mtp",
-           "MetaTaskPlanning": "mtp", "run_okr": "okr", "OKRAgent": "okr", "run_react": "react",
-           "ReActAgent": "react", "run_flat": "flat", "FlowSettings": "settings", "evaluate_flows": "evaluate",
-           "FlowRun": "travel_nodes"}
+_AGENTS = {"Ask": "engine.program", "run_program": "engine.program", "ProgramRun": "engine.program",
+           "run_mtp": "agents.mtp", "MetaTaskPlanning": "agents.mtp", "run_okr": "agents.okr",
+           "OKRAgent": "agents.okr", "run_react": "agents.react", "ReActAgent": "agents.react",
+           "run_flat": "agents.flat", "evaluate_flows": "evaluate", "FlowRun": "agents.travel_nodes"}
 
 
 def __getattr__(name: str):

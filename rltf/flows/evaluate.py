@@ -5,8 +5,8 @@ and the flat planner, on one backend, with the benchmark's table.
     python -m rltf.flows.evaluate config=configs/travel-mtp.yaml flow.methods=[mtp,okr,react,flat] flow.limit=10
     python -m rltf.flows.evaluate config=configs/travel-mtp-hf.yaml dry_run=true     # lists, loads nothing
 
-The config is a run config (``rltf/schema.py``: ``env:``, ``planner:``, ``run_name``, ...) plus a
-``flow:`` section (:class:`rltf.flows.settings.FlowSettings`); ``flow.*`` overrides go to it.
+The config is a run config (``rltf/config/sections.py``: ``env:``, ``planner:``, ``run_name``, ...) plus a
+``flow:`` section (:class:`rltf.config.flow.FlowSettings`); ``flow.*`` overrides go to it.
 The planner backend uses ``flow.backend.checkpoint`` (a saved, e.g. warm-started, planner) or
 the ``planner:`` section (the embedded planner is built with the travel env's tokenizer texts).
 Every method runs on the held-out queries of ``flow.splits`` (the persisted split; ``flow.limit``
@@ -34,8 +34,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rltf.config import ConfigError, RunConfig, load_config, resolve_config_path
-from rltf.flows.settings import FlowSettings, FlowSettingsError
+from rltf.config.loading import ConfigError, RunConfig, load_config, resolve_config_path
+from rltf.config.flow import FlowSettings, FlowSettingsError
 
 __all__ = ["COLUMNS", "build_backend", "describe_flows", "evaluate_flows", "evaluate_method", "held_out_ids",
            "load_flow_config", "main", "run_method", "select_queries", "solver_row", "table_markdown"]
@@ -55,10 +55,10 @@ def _has_flow_field() -> bool:
 def load_flow_config(argv: Sequence[str] | None = None) -> tuple[RunConfig, FlowSettings]:
     """The run config and its ``flow:`` section from ``config=<path>`` and ``key=value`` arguments.
 
-    Once :class:`~rltf.schema.RunConfig` has a ``flow: FlowSettings`` field, this is
-    :func:`rltf.config.load_config` and ``cfg.flow``. Until then the ``flow`` section and the
+    Once :class:`~rltf.config.sections.RunConfig` has a ``flow: FlowSettings`` field, this is
+    :func:`rltf.config.loading.load_config` and ``cfg.flow``. Until then the ``flow`` section and the
     ``flow.*`` overrides are read here (interpolations such as ``${seed}`` see the whole config)
-    and everything else by :func:`~rltf.config.load_config`, with the same error messages."""
+    and everything else by :func:`~rltf.config.loading.load_config`, with the same error messages."""
     argv = list(argv or [])
     if _has_flow_field():
         cfg = load_config(argv)
@@ -82,7 +82,7 @@ def load_flow_config(argv: Sequence[str] | None = None) -> tuple[RunConfig, Flow
     if not isinstance(raw_tree, DictConfig):
         raise ConfigError(f"config file {str(path)!r} must be a mapping of keys to values")
     flow_tree = raw_tree.pop("flow", None)
-    # the run part: rltf.config reads and checks it (from a copy of the file without `flow:`)
+    # the run part: rltf.config.loading reads and checks it (from a copy of the file without `flow:`)
     with tempfile.TemporaryDirectory() as tmp:
         run_file = Path(tmp) / (path.name if path is not None else "config.yaml")
         OmegaConf.save(raw_tree, run_file)
@@ -136,8 +136,8 @@ def build_backend(cfg: RunConfig, flow: FlowSettings, train_env=None):
     b = flow.backend
     if b.kind != "planner":
         return make_backend(b.backend_config())
-    from rltf.planner_loading import load_planner
-    from rltf.tokenizer import tokenizer_texts_for
+    from rltf.planners.loading import load_planner
+    from rltf.planners.tokenizer import tokenizer_texts_for
 
     settings = cfg.planner if b.checkpoint is None else dataclasses.replace(cfg.planner, model=b.checkpoint)
     texts = tokenizer_texts_for(train_env) if settings.model == "embedded" and train_env is not None else None
@@ -147,25 +147,25 @@ def build_backend(cfg: RunConfig, flow: FlowSettings, train_env=None):
 
 
 def run_method(method: str, env, query, backend, flow: FlowSettings, trace_path: str | Path | None = None):
-    """One query through one method's flow: a :class:`~rltf.flows.travel_nodes.FlowRun`."""
-    from rltf.flows.engine import FlowConfig
+    """One query through one method's flow: a :class:`~rltf.flows.agents.travel_nodes.FlowRun`."""
+    from rltf.flows.engine.flow import FlowConfig
 
     config = FlowConfig(max_attempts=flow.max_attempts)
     common = {"config": config, "system_prompts": flow.system_prompts, "trace_path": trace_path}
     if method == "mtp":
-        from rltf.flows.mtp import run_mtp
+        from rltf.flows.agents.mtp import run_mtp
 
         return run_mtp(env, query, backend, flow.mtp, **common)
     if method == "okr":
-        from rltf.flows.okr import run_okr
+        from rltf.flows.agents.okr import run_okr
 
         return run_okr(env, query, backend, flow.okr, **common)
     if method == "react":
-        from rltf.flows.react import run_react
+        from rltf.flows.agents.react import run_react
 
         return run_react(env, query, backend, flow.react, **common)
     if method == "flat":
-        from rltf.flows.flat import run_flat
+        from rltf.flows.agents.flat import run_flat
 
         return run_flat(env, query, backend, **common)
     raise ValueError(f"unknown flow method {method!r}")
@@ -216,7 +216,7 @@ def evaluate_method(method: str, env, ids: Sequence[int], backend, flow: FlowSet
     """``method``'s flow on each query of ``ids`` with ``backend``: the table row and one record per
     query (plan, error, seconds, tokens, nodes, decisions, log-prob; reward, final pass and
     violations). The first ``flow.trace_queries`` passes write their traces to ``trace_dir``."""
-    from rltf.flows.travel_nodes import FlowRun
+    from rltf.flows.agents.travel_nodes import FlowRun
 
     plans: dict[int, Any] = {}
     records = []
@@ -426,6 +426,6 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
 
 
 if __name__ == "__main__":
-    from rltf.cli import run_cli
+    from rltf.run.cli import run_cli
 
     run_cli(main)  # user-facing errors: one line on stderr, exit status 2

@@ -7,7 +7,7 @@ local model can run them in one forward pass) and optionally a grammar per item;
 Grammars: an item's grammar is ``None`` (free generation), a
 :class:`constrained_decoding.protocol.Grammar` built for the backend's own tokenizer, or a
 :class:`Choices` (a list of option strings) that a backend with a tokenizer turns into a
-:class:`rltf.flows.choice.ChoiceGrammar` itself. A backend that cannot constrain its output
+:class:`rltf.flows.engine.choice.ChoiceGrammar` itself. A backend that cannot constrain its output
 (``supports_grammar = False``, e.g. a remote endpoint) refuses grammars; the engine then asks it
 for free text and validates a :class:`Choices` answer instead, retrying with the options listed.
 """

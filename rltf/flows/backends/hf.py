@@ -2,7 +2,7 @@
 
 Causal or seq2seq is read from the model's config (``arch="auto"``, or insist on one); the weights
 are cast to an explicit ``dtype`` and moved to ``device``. Loading goes through rltf's own loaders
-(:mod:`rltf.hf_models`: left padding and a pad token for causal tokenizers, errors that say why).
+(:mod:`rltf.planners.hf_models`: left padding and a pad token for causal tokenizers, errors that say why).
 Generation: :class:`rltf.flows.backends.local.LocalModelBackend` (batched, greedy by default,
 sampling with a generator on the model's device, chat template when the tokenizer has one).
 """
@@ -13,7 +13,7 @@ import torch
 
 from rltf.flows.backends.base import BackendError, Sampling
 from rltf.flows.backends.local import ChatTemplate, LocalModelBackend
-from rltf.hf_models import DTYPES, load_model, load_tokenizer
+from rltf.planners.hf_models import DTYPES, load_model, load_tokenizer
 
 __all__ = ["HFBackend"]
 

@@ -44,7 +44,7 @@ from rltf.flows.backends.base import (
     per_item,
     render_plain,
 )
-from rltf.flows.choice import choice_grammar
+from rltf.flows.engine.choice import choice_grammar
 
 __all__ = ["ChatTemplate", "LocalModelBackend"]
 
@@ -194,7 +194,7 @@ class LocalModelBackend:
         return out  # type: ignore[return-value]
 
     def resolve_grammar(self, grammar: GrammarArg) -> Grammar | None:
-        """A :class:`Choices` becomes the cached :class:`~rltf.flows.choice.ChoiceGrammar` of this tokenizer."""
+        """A :class:`Choices` becomes the cached :class:`~rltf.flows.engine.choice.ChoiceGrammar` of this tokenizer."""
         if grammar is None:
             return None
         if isinstance(grammar, Choices):

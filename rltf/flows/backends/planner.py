@@ -29,7 +29,7 @@ __all__ = ["PlannerBackend", "rescore"]
 
 
 class PlannerBackend(LocalModelBackend):
-    """A :class:`rltf.planner.Planner` (``.model``, ``.tokenizer``, ``.is_encoder_decoder``) as a backend.
+    """A :class:`rltf.planners.planner.Planner` (``.model``, ``.tokenizer``, ``.is_encoder_decoder``) as a backend.
 
     The planner is used as it is (same object: training it changes what the backend generates)."""
 

@@ -1,0 +1,320 @@
+"""Run configuration: the schema's dataclasses filled from a YAML file plus ``key=value`` overrides.
+
+Every run is described by one :class:`~rltf.config.sections.RunConfig` (the schema: ``rltf/config/sections.py``;
+its names are re-exported here). :func:`load_config` reads it from the command line the way
+torchtune does::
+
+    python train/rltf.py config=configs/llama-lora.yaml rltf.lr=1e-4 planner.lora.enabled=true
+
+``config=<path>`` picks the YAML file (default ``configs/default.yaml``; a bare name such as
+``config=flan-t5-large`` means the shipped ``configs/flan-t5-large.yaml``); every other argument
+is a dotted ``key=value`` override applied in order, values parsed as YAML (``1e-4``, ``true``,
+``[q_proj,v_proj]``, ``null``). YAML values may use OmegaConf interpolation (``${seed}``).
+
+An unknown key at any depth, a value of the wrong type, an out-of-range number, a value outside
+a ``Literal`` or an env section that cannot run (``OpenAGIEnvConfig.validate``) is a
+:class:`ConfigError` that names the key, the value, where it came from and what was expected
+(with the closest key for typos), before anything expensive starts.
+
+:func:`save_config` writes the resolved configuration as YAML (into the run folder) and
+``load_config([f"config={path}"])`` reads back an equal object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from envs.atomic import write_atomic
+from envs.config_fields import bound_errors
+from envs.openagi.config import EnvConfigError
+from rltf.config.sections import (
+    EVAL_SCHEMAS,
+    EVAL_SPLITS,
+    EmbeddedSettings,
+    EvalSettings,
+    LoggingSettings,
+    LoraSettings,
+    PlannerSettings,
+    RltfSettings,
+    RunConfig,
+    SftSettings,
+)
+
+__all__ = [  # the schema's names (rltf/config/sections.py) are re-exported: `from rltf.config.loading import RunConfig`
+    "CONFIG_DIR", "DEFAULT_CONFIG", "EVAL_SCHEMAS", "EVAL_SPLITS", "REPO_ROOT", "ConfigError", "EmbeddedSettings",
+    "EvalSettings", "LoggingSettings", "LoraSettings", "PlannerSettings", "RltfSettings", "RunConfig", "SftSettings",
+    "check_resume_config", "config_differences", "config_to_yaml", "load_config", "resolve_config_path", "save_config",
+    "validate_config",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = REPO_ROOT / "configs"
+DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run: unknown key, bad value, missing file, conflicting keys."""
+
+
+# ------------------------------------------------------------------------------ loading
+def load_config(argv: Sequence[str] | None = None) -> RunConfig:
+    """Build a validated :class:`RunConfig` from ``config=<path>`` and ``key=value`` arguments.
+
+    ``argv`` excludes the program name (pass ``sys.argv[1:]``). Without ``config=`` the shipped
+    ``configs/default.yaml`` is used (or the dataclass defaults when it is not there)."""
+    config_path, overrides = _split_argv(list(argv or []))
+    merged: DictConfig = OmegaConf.structured(RunConfig)
+    if config_path is not None:
+        merged = _merge(merged, _read_yaml(config_path), f"config file {str(config_path)!r}")
+    for raw, node in overrides:
+        merged = _merge(merged, node, f"override {raw!r}")
+    try:
+        cfg = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as e:  # interpolation errors and the like
+        raise ConfigError(f"cannot resolve the configuration: {_first_line(e)} (key {_full_key(e)!r})") from None
+    validate_config(cfg)
+    return cfg
+
+
+def resolve_config_path(name: str | os.PathLike) -> Path:
+    """A config argument as a file: as given (from the working directory), then relative to the
+    repository, then a shipped config by name (``flan-t5-large`` -> ``configs/flan-t5-large.yaml``)."""
+    p = Path(name).expanduser()
+    candidates = [p, REPO_ROOT / p, CONFIG_DIR / p, CONFIG_DIR / f"{p}.yaml"]
+    for c in candidates:
+        if c.is_file():
+            return c
+    shipped = sorted(x.stem for x in CONFIG_DIR.glob("*.yaml")) if CONFIG_DIR.is_dir() else []
+    raise ConfigError(f"config file {str(name)!r} not found (looked at {', '.join(str(c) for c in candidates[:2])}); "
+                      f"shipped configs: {', '.join(shipped) or 'none'}")
+
+
+def _split_argv(argv: list[str]) -> tuple[Path | None, list[tuple[str, DictConfig]]]:
+    config_path: Path | None = DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+    overrides: list[tuple[str, DictConfig]] = []
+    for raw in argv:
+        arg = raw[2:] if raw.startswith("--") else raw
+        key, sep, value = arg.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"bad argument {raw!r}: expected key=value (e.g. rltf.lr=1e-4) or config=<path>")
+        if key == "config":
+            config_path = resolve_config_path(value)
+            continue
+        try:
+            node = OmegaConf.from_dotlist([f"{key}={value}"])
+        except OmegaConfBaseException as e:
+            raise ConfigError(f"cannot parse override {raw!r}: {_first_line(e)}") from None
+        overrides.append((raw, node))
+    return config_path, overrides
+
+
+def _read_yaml(path: Path) -> DictConfig:
+    try:
+        node = OmegaConf.load(path)
+    except (OSError, OmegaConfBaseException, ValueError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {' '.join(str(e).split())}") from None
+    if not isinstance(node, DictConfig):
+        raise ConfigError(f"config file {str(path)!r} must be a mapping of keys to values, got a list")
+    return node
+
+
+def _merge(base: DictConfig, node: DictConfig, source: str) -> DictConfig:
+    _check_keys(OmegaConf.to_container(node, resolve=False), RunConfig, "", source)
+    try:
+        return OmegaConf.merge(base, node)
+    except OmegaConfBaseException as e:
+        key = _full_key(e) or ""
+        raise ConfigError(_bad_value_message(key, _raw_value(node, key), source)) from None
+
+
+def _check_keys(tree: dict, cls: type, prefix: str, source: str) -> None:
+    """Every key in ``tree`` (a plain, unresolved dict) must be a field of ``cls``; sections must
+    be mappings."""
+    hints = _hints(cls)
+    for key, value in tree.items():
+        full = f"{prefix}{key}"
+        if key not in hints:
+            raise ConfigError(_unknown_key_message(full, cls, value, source))
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            if not isinstance(value, dict):
+                raise ConfigError(f"bad value for {full!r} in {source}: {value!r}; expected a section "
+                                  f"(a mapping with keys {', '.join(_hints(tp))})")
+            _check_keys(value, tp, f"{full}.", source)
+
+
+def _unknown_key_message(full: str, cls: type, value: Any, source: str) -> str:
+    section, _, leaf = full.rpartition(".")
+    all_keys = [k for k in _all_keys(RunConfig) if not full.startswith(f"{k}.")]  # not its own sections
+    close = difflib.get_close_matches(full, all_keys, n=3, cutoff=0.75)
+    close += [k for k in all_keys if k.rpartition(".")[2] == leaf and k not in close]  # right key, wrong section
+    hint = f"; did you mean {' or '.join(repr(c) for c in close[:3])}?" if close else ""
+    where = f"under {section!r}" if section else "at the top level"
+    return (f"unknown config key {full!r} (value {value!r}) in {source}{hint} "
+            f"Valid keys {where}: {', '.join(_hints(cls))}")
+
+
+def _bad_value_message(key: str, value: Any, source: str) -> str:
+    tp = _type_at(key)
+    expected = _describe(tp) if tp is not None else "a valid value"
+    return f"bad value for {key!r} in {source}: {value!r}; expected {expected}"
+
+
+def _raw_value(node: Any, key: str) -> Any:
+    try:
+        value = OmegaConf.select(node, key, throw_on_resolution_failure=False) if key else None
+    except OmegaConfBaseException:
+        return None
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+
+
+def _full_key(e: OmegaConfBaseException) -> str | None:
+    return getattr(e, "full_key", None)
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+# ------------------------------------------------------------------------------ validation
+def validate_config(cfg: RunConfig) -> None:
+    """Bounds of ``num`` fields, the env section's own checks and the checks that involve several keys."""
+    for message in bound_errors(cfg):
+        raise ConfigError(message)
+    try:
+        cfg.env.validate("env")
+    except EnvConfigError as e:
+        raise ConfigError(str(e)) from None
+    from rltf.config.flow import FlowSettingsError
+
+    try:
+        cfg.flow.validate("flow")
+    except FlowSettingsError as e:
+        raise ConfigError(str(e)) from None
+    p = cfg.planner
+    if not cfg.run_name or any(c in cfg.run_name for c in "/\\") or cfg.run_name in (".", ".."):
+        raise ConfigError(f"bad value for 'run_name': {cfg.run_name!r}; expected a non-empty folder name without '/'")
+    if p.embedded.d_model % p.embedded.num_heads:
+        raise ConfigError(f"'planner.embedded.d_model' ({p.embedded.d_model}) must be divisible by "
+                          f"'planner.embedded.num_heads' ({p.embedded.num_heads})")
+    if p.load_in_4bit and not p.lora.enabled:
+        raise ConfigError("'planner.load_in_4bit' is true but 'planner.lora.enabled' is false: 4-bit weights "
+                          "cannot be fine-tuned directly (QLoRA trains a LoRA adapter on them)")
+    if p.lora.target_modules is not None and not p.lora.target_modules:
+        raise ConfigError("'planner.lora.target_modules' is an empty list; expected module names or null")
+    if cfg.rltf.baseline == "rloo" and cfg.rltf.k_samples < 2:
+        raise ConfigError(f"'rltf.baseline' is 'rloo' (leave-one-out over the K samples) but 'rltf.k_samples' is "
+                          f"{cfg.rltf.k_samples}; expected k_samples >= 2")
+    bad_schemas = [s for s in cfg.eval.schemas if s not in EVAL_SCHEMAS]
+    if bad_schemas:
+        raise ConfigError(f"bad value for 'eval.schemas': {cfg.eval.schemas!r}; expected a list drawn from "
+                          f"{', '.join(EVAL_SCHEMAS)}")
+    bad = [s for s in cfg.eval.splits if s not in EVAL_SPLITS]
+    if bad or not cfg.eval.splits:
+        raise ConfigError(f"bad value for 'eval.splits': {cfg.eval.splits!r}; expected a non-empty list of "
+                          f"{', '.join(EVAL_SPLITS)}")
+
+
+# ------------------------------------------------------------------------------ schema helpers
+def _hints(cls: type) -> dict[str, Any]:
+    """Field name -> resolved type, in declaration order."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _all_keys(cls: type, prefix: str = "") -> list[str]:
+    keys = []
+    for name, tp in _hints(cls).items():
+        keys.append(f"{prefix}{name}")
+        if dataclasses.is_dataclass(tp):
+            keys.extend(_all_keys(tp, f"{prefix}{name}."))
+    return keys
+
+
+def _type_at(key: str) -> Any:
+    tp: Any = RunConfig
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(tp) or part not in _hints(tp):
+            return None
+        tp = _hints(tp)[part]
+    return tp
+
+
+def _describe(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is typing.Union and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        return f"{_describe(inner[0])} or null"
+    if origin is list:
+        return f"a list of {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s" if args else "a list"
+    if dataclasses.is_dataclass(tp):
+        return f"a section with keys {', '.join(_hints(tp))}"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(tp, str(tp))
+
+
+# ------------------------------------------------------------------------------ saving
+def config_to_yaml(cfg: RunConfig) -> str:
+    """The resolved configuration as YAML text (what :func:`save_config` writes)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def save_config(cfg: RunConfig, path: str | os.PathLike) -> Path:
+    """Write ``cfg`` as YAML to ``path`` (atomically); ``load_config([f"config={path}"])`` reads it back."""
+    text = "# resolved rltf run configuration (load with config=<this file>)\n" + config_to_yaml(cfg)
+    return write_atomic(path, text)
+
+
+# ------------------------------------------------------------------------------ resuming
+# keys a resumed run may change: they do not change what is trained, only what is logged and
+# evaluated and where outputs go (a prefix ending in "." covers its section); ``grpo.`` is read by
+# train/grpo.py only, which does not resume (and runs saved before the section existed lack it)
+RESUME_SAFE_KEYS = ("logging.", "eval.", "grpo.", "flow.splits", "flow.limit", "flow.select", "flow.days",
+                    "flow.trace_queries", "flow.oracle", "flow.backend.torch_threads", "flow.backend.batch_size",
+                    "resume", "overwrite", "dry_run", "output_dir", "run_name",
+                    "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "planner.embedded.dir",
+                    "env.data_dir", "env.cache_mib")
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix.rstrip("."): tree}
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+    return out
+
+
+def config_differences(saved: dict | str, cfg: RunConfig) -> list[str]:
+    """The training-relevant keys whose values differ between ``saved`` (a resolved config as a
+    dict or YAML text) and ``cfg``, as ``key: old -> new`` lines; :data:`RESUME_SAFE_KEYS` are
+    ignored, and ``rltf.steps`` too under a constant learning rate (a run may be extended)."""
+    old = _flatten(yaml.safe_load(saved) if isinstance(saved, str) else saved)
+    new = _flatten(yaml.safe_load(config_to_yaml(cfg)))
+    safe = RESUME_SAFE_KEYS + (("rltf.steps",) if cfg.rltf.lr_schedule == "constant" == old.get("rltf.lr_schedule")
+                               else ())
+    absent = "(absent)"
+    return [f"{k}: {old.get(k, absent)!r} -> {new.get(k, absent)!r}" for k in sorted(set(old) | set(new))
+            if not any(k == p or (p.endswith(".") and k.startswith(p)) for p in safe)
+            and old.get(k, absent) != new.get(k, absent)]
+
+
+def check_resume_config(saved: dict | str, cfg: RunConfig, source: str) -> None:
+    """Refuse to resume a run with a config that changes what is trained (see :func:`config_differences`)."""
+    diffs = config_differences(saved, cfg)
+    if diffs:
+        raise ConfigError(f"resume=true, but the config differs from the one the run was started with ({source}) "
+                          f"in {len(diffs)} training key(s): {'; '.join(diffs)}. Resume with the run's values, or "
+                          "start a new run (another run_name=..., or overwrite=true)")

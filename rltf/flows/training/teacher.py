@@ -1,0 +1,173 @@
+"""Warm-start demonstrations for a flow: every choice the flow asks, answered the solver's way.
+
+The exact solver (:class:`envs.travel.solver.TravelSolver`) knows, for a train query, the
+cheapest plan passing every constraint: its cities in order, the days it moves, its transport
+modes and every cell (restaurants, stays, flights, attractions). :class:`SolverTeacher` turns
+that into an answer for any choice node of a flow: the option the solver's plan contains (the
+route, the schedule, the transport family, a tool result), else the first option (the flows list
+options cheapest first, as the minimum-cost solver would choose; for OKR's objective order and
+key-result sets, the flow's default order). :class:`TeacherBackend` answers a whole pass that
+way, and :func:`collect_demonstrations` runs the flow on the train queries and keeps every
+decision as a (prompt, options, answer) triple: the decomposition and choices a planner is
+warm-started on (``rltf.stages.flow_job.warm_start``) before RL.
+
+The prompts are the planner backend's own rendering (``describe``), so the warm start fits the
+exact text the planner is conditioned on when it decodes the same node in RL and evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rltf.flows.backends.base import BackendError, Choices, Completion, GrammarArg, Message, Sampling, check_messages, per_item
+from rltf.flows.agents.travel_nodes import FAMILIES, Route, route_text, schedule_text
+
+__all__ = ["Demonstration", "SolverTeacher", "TeacherBackend", "collect_demonstrations", "decision_role",
+           "plain_describe"]
+
+
+def decision_role(method: str, node: str) -> str:
+    """The agent role a node of ``method``'s flow plays (what per-role adapters and plots group by)."""
+    if method == "mtp":
+        if node.startswith("manager."):
+            return "manager"
+        if node.startswith("supervise."):
+            return "supervisor"
+        return "deliverer" if node == "deliverer" else "executor"
+    if method == "okr":
+        if node.startswith("lead.") or node.endswith(".key_results") or node.endswith(".criterion"):
+            return "lead"
+        if ".revise" in node or node.endswith(".review"):
+            return "reviewer"
+        return "executor"
+    if method == "react":
+        return "actor" if node.endswith(".act") or node.endswith(".think") else "planner"
+    return "planner"
+
+
+def plain_describe(messages: Sequence[Message]) -> str:
+    """What the planner backend without a chat template conditions on (its ``describe``): a lone
+    user message is the text itself, several a ``role: content`` transcript."""
+    from rltf.flows.backends.base import render_plain
+
+    if len(messages) == 1 and messages[0]["role"] == "user":
+        return messages[0]["content"]
+    return render_plain(messages, assistant_cue=False)
+
+
+class SolverTeacher:
+    """The solver's answer to any choice of a flow on one query (see the module docstring)."""
+
+    def __init__(self, env, query):
+        from envs.travel.solver import TravelSolver
+
+        q = env.get_query(query)
+        res = TravelSolver(env.index).solve(q)
+        if res is None:
+            raise ValueError(f"query {q.id}: the solver found no plan to demonstrate")
+        self.query = q
+        route = Route(q.org, tuple(res.cities), tuple(res.move_days), q.days)
+        modes = {str(d.get("transportation", "")).split(",")[0].split(":")[0].strip() for d in res.plan}
+        family = next((name for name, fam in FAMILIES.items() if any(m.startswith(tuple(fam)) for m in modes)),
+                      None)
+        targets = {route_text(res.cities), schedule_text(route)}
+        if family:
+            targets.add(family)
+        for day in res.plan:
+            for key, value in day.items():
+                if key in ("days", "current_city") or not isinstance(value, str):
+                    continue
+                targets.update(v.strip() for v in (value.split(";") if key == "attraction" else [value]) if v.strip())
+        targets.discard("-")
+        self.targets = targets
+
+    def pick(self, options: Sequence[str]) -> str:
+        """The option the solver's plan holds, else the first (cheapest / default) one."""
+        for o in options:
+            if o in self.targets:
+                return o
+        for o in options:  # MTP's deliverer: the itinerary as the executors chose it, when it fits
+            if o.startswith("as chosen"):
+                return o
+        return options[0]
+
+
+class TeacherBackend:
+    """A backend whose every choice is ``pick(options)``; it remembers the options of each answer.
+
+    ``describe(messages)`` is the planner backend's prompt rendering (what a demonstration's
+    prompt is). Free-text nodes and grammars other than choices cannot be demonstrated: a
+    :class:`BackendError` naming the node's prompt."""
+
+    supports_grammar = True
+
+    def __init__(self, describe: Callable[[Sequence[Message]], str], pick: Callable[[Sequence[str]], str]):
+        self.describe = describe
+        self.pick = pick
+        self.options: dict[tuple[str, str], tuple[str, ...]] = {}  # (prompt, answer) -> the options offered
+
+    def generate(self, messages_batch: Sequence[Sequence[Message]], grammar: GrammarArg | Sequence[GrammarArg] = None,
+                 *, sampling: Sampling | None = None) -> list[Completion]:
+        out = []
+        for messages, g in zip(check_messages(messages_batch), per_item(grammar, len(messages_batch))):
+            if not isinstance(g, Choices):
+                raise BackendError("the solver teacher answers choice nodes only; got a node without options: "
+                                   f"{messages[-1]['content'][:120]!r}")
+            answer = self.pick(g.options)
+            c = Completion(text=answer, prompt_tokens=0, completion_tokens=0, logprob=0.0,
+                           prompt=self.describe(messages), value=answer)
+            self.options[(c.prompt, answer)] = g.options
+            out.append(c)
+        return out
+
+
+@dataclass
+class Demonstration:
+    """One decision of a flow on a train query, answered by the solver teacher. ``description`` /
+    ``reference_plan`` make it a task :func:`rltf.rl.sft.supervised_finetune` fits (under the choice
+    grammar of ``options``: see :class:`DemonstrationGrammars`)."""
+
+    query: int
+    node: str
+    role: str
+    description: str  # the prompt the planner decodes this node from
+    options: tuple[str, ...]
+    reference_plan: str  # the teacher's answer
+
+
+class DemonstrationGrammars:
+    """The ``env.grammar(tokenizer, task)`` view SFT uses: a demonstration's choice grammar."""
+
+    def grammar(self, tokenizer, task: Demonstration):
+        from rltf.flows.engine.choice import choice_grammar
+
+        return choice_grammar(tokenizer, task.options)
+
+
+def collect_demonstrations(env, query_ids: Sequence[int], method: str, describe: Callable[[Sequence[Message]], str],
+                           flow) -> tuple[list[Demonstration], dict[str, float]]:
+    """Run ``method``'s flow on every query with the solver teacher; every decision of every pass
+    as a :class:`Demonstration`, and how the taught flow scores (``final_pass``, ``queries``: the
+    share of queries whose taught pass passes every constraint, and how many were taught)."""
+    from rltf.flows.evaluate import run_method
+
+    demos: list[Demonstration] = []
+    plans = []
+    for i in query_ids:
+        try:
+            teacher = SolverTeacher(env, i)
+        except ValueError:
+            continue  # no solution: nothing to demonstrate
+        backend = TeacherBackend(describe, teacher.pick)
+        fr = run_method(method, env, i, backend, flow)
+        if fr.result is None:
+            continue
+        for name, r in fr.result.results.items():
+            c = r.completion
+            if r.ok and c is not None and (c.prompt, c.text) in backend.options:
+                demos.append(Demonstration(int(i), name, decision_role(method, name), c.prompt,
+                                           backend.options[(c.prompt, c.text)], c.text))
+        plans.append((i, fr.plan if fr.plan is not None else ""))
+    passed = [r.evaluation.final_pass for r in env.reward_plans(plans)] if plans else []
+    return demos, {"final_pass": sum(passed) / max(1, len(passed)), "queries": float(len(plans))}

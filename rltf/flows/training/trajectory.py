@@ -1,0 +1,130 @@
+"""A flow's pass on one query as an RL trajectory: its constrained decisions, reward and credit.
+
+Every choice a flow makes on the ``planner`` backend is decoded under a grammar with its exact
+log π_c (:meth:`rltf.flows.engine.flow.PassResult.constrained`), so a pass is a trajectory of
+decisions whose log-probability is the sum of theirs (the decisions are drawn one after the
+other, each conditioned on what the earlier ones did to the prompt and the options). The reward
+is the travel evaluator's score of the delivered itinerary (0 when the flow delivers none).
+
+Credit (``flow.credit``):
+
+* ``global`` -- every decision is weighted by its trajectory's advantage (plain REINFORCE on the
+  trajectory: loss = −Σ_decisions A·log π(decision));
+* ``local+global`` -- an executor decision of a meta-task (MTP) additionally gets its meta-task's
+  local-constraint result (:meth:`rltf.flows.agents.mtp.MetaTaskPlanning.local_results`, in [0, 1])
+  minus the batch's mean local result, times ``flow.local_weight``; the manager's and the
+  deliverer's decisions (and every decision of a flow without meta-tasks) keep the global one.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rltf.flows.backends.base import Completion
+from rltf.flows.training.teacher import decision_role
+
+__all__ = ["CREDITS", "Decision", "Trajectory", "decision_weights", "roll_out"]
+
+CREDITS = ("global", "local+global")
+
+
+@dataclass
+class Decision:
+    """One constrained choice of a pass: the node that made it, its role and the completion
+    (decoded rows, prompt, temperature and the sampler's log π_c)."""
+
+    node: str
+    role: str
+    completion: Completion
+    local: float | None = None  # its meta-task's local-constraint result (MTP executors)
+
+
+@dataclass
+class Trajectory:
+    """One pass of a flow on one query."""
+
+    task_id: int
+    decisions: list[Decision]
+    reward: float
+    final_pass: bool
+    plan: Any = None  # the delivered plan (official JSON), None when the flow delivered none
+    plan_text: str = ""
+    error: str | None = None
+
+    @property
+    def logprob(self) -> float:
+        """log π_c of the trajectory as sampled: the sum of its decisions' log-probabilities."""
+        return float(sum(d.completion.logprob for d in self.decisions if d.completion.logprob is not None))
+
+
+def roll_out(method: str, env, task_id: int, backend, flow, *, trace_path=None) -> Trajectory:
+    """Run ``method``'s flow on one query with ``backend`` (sampling or greedy, as set) and score
+    the delivered plan. A flow that raises is a trajectory with reward 0 and no decisions (warned):
+    one query's failure does not stop training."""
+    from rltf.flows.evaluate import run_method
+
+    try:
+        fr = run_method(method, env, task_id, backend, flow, trace_path)
+    except Exception as e:  # noqa: BLE001 - one query's crash is that trajectory's failure
+        warnings.warn(f"flow {method} raised on query {task_id}: {type(e).__name__}: {e}", RuntimeWarning,
+                      stacklevel=2)
+        return Trajectory(int(task_id), [], 0.0, False, error=f"{type(e).__name__}: {e}")
+    local = (fr.extra or {}).get("local") or {}
+    decisions = [Decision(name, decision_role(method, name), c, local.get(name))
+                 for name, c in (fr.result.constrained() if fr.result is not None else [])]
+    res = env.reward_plans([(task_id, fr.plan if fr.plan is not None else "")])[0]
+    reward = res.reward if math.isfinite(res.reward) else 0.0
+    return Trajectory(int(task_id), decisions, float(reward), bool(res.evaluation.final_pass), fr.plan,
+                      res.plan_text if fr.plan is not None else "", fr.error)
+
+
+@dataclass
+class CreditStats:
+    """What :func:`decision_weights` did, for logging."""
+
+    local_mean: float = float("nan")  # the batch's mean local result (the local baseline)
+    local_decisions: int = 0
+    per_role: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def decision_weights(trajectory_weights: np.ndarray, trajectories: Sequence[Trajectory], credit: str,
+                     local_weight: float = 1.0, local_mean: float | None = None) -> tuple[np.ndarray, CreditStats]:
+    """One loss weight per decision, in trajectory order: its trajectory's weight (the advantage
+    with the regularisers, :meth:`rltf.rl.trainer.RLTFTrainer.loss_weights`), plus, under
+    ``local+global`` credit, ``local_weight · (local − local_mean)`` for decisions with a local
+    result. ``local_mean`` (the baseline; every process's decisions when given) defaults to this
+    batch's mean."""
+    if credit not in CREDITS:
+        raise ValueError(f"bad credit {credit!r}: expected one of {list(CREDITS)}")
+    w = np.asarray(trajectory_weights, dtype=np.float64)
+    if len(w) != len(trajectories):
+        raise ValueError(f"{len(w)} trajectory weights for {len(trajectories)} trajectories")
+    local = [d.local for t in trajectories for d in t.decisions if d.local is not None]
+    stats = CreditStats(local_decisions=len(local))
+    if local:
+        stats.local_mean = float(np.mean(local)) if local_mean is None else float(local_mean)
+    out = []
+    for wi, t in zip(w, trajectories):
+        for d in t.decisions:
+            x = float(wi)
+            if credit == "local+global" and d.local is not None:
+                x += local_weight * (d.local - stats.local_mean)
+            out.append(x)
+    return np.asarray(out, dtype=np.float64), stats
+
+
+def role_rewards(trajectories: Sequence[Trajectory], credit: str) -> dict[str, float]:
+    """The mean reward credited to each role's decisions: the trajectory's reward, plus the
+    decision's local result under ``local+global`` credit (what the per-role reward plot shows)."""
+    sums: dict[str, list[float]] = {}
+    for t in trajectories:
+        for d in t.decisions:
+            r = t.reward + (d.local if credit == "local+global" and d.local is not None else 0.0)
+            sums.setdefault(d.role, []).append(r)
+    return {role: float(np.mean(v)) for role, v in sorted(sums.items())}

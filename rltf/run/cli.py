@@ -1,0 +1,66 @@
+"""The entry points' error handling: a user-facing error is one line on stderr, not a traceback.
+
+``train/*.py`` end with ``run_cli(main)``: a bad setting, a planner that cannot load, a run
+folder that cannot be used, a damaged file, a run whose numbers went non-finite... print
+``error: <message>`` (the message names the key, file or folder and what to do) and exit with
+status 2. Anything else is a bug and keeps its traceback. ``RLTF_TRACEBACK=1`` shows the traceback
+of user-facing errors too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+EXIT_USER_ERROR = 2
+
+# (module, class) of the errors whose message is the whole story; looked up among the modules
+# already imported (an error of a module that was never imported cannot have been raised)
+USER_ERRORS = (
+    ("rltf.config.loading", "ConfigError"),
+    ("rltf.planners.hf_models", "PlannerError"),
+    ("rltf.run.checkpoint", "RunFolderError"),  # and DamagedCheckpointError
+    ("rltf.run.tracking", "DamagedFileError"),
+    ("envs.openagi.config", "EnvConfigError"),
+    ("envs.travel.config", "TravelConfigError"),
+    ("envs.openagi.hf.loader", "ModelLoadError"),
+    ("envs.openagi.hf.loader", "MemoryBudgetError"),
+    ("envs.openagi.hf.sources", "DatasetAccessError"),
+    ("constrained_decoding.search", "NonFiniteLogitsError"),
+    ("rltf.rl.trainer", "NonFiniteLossError"),
+    ("rltf.rl.sft", "NonFiniteSFTLossError"),
+)
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    found = []
+    for module, name in USER_ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            found.append(cls)
+    return tuple(found)
+
+
+def one_line(error: BaseException) -> str:
+    """The error's message on one line (its lines joined), or its type's name when it has none."""
+    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    return text or type(error).__name__
+
+
+def run_cli(main: Callable[[list[str]], T], argv: Sequence[str] | None = None) -> T:
+    """``main(argv)`` (default: ``sys.argv[1:]``); a user-facing error (:data:`USER_ERRORS`) is
+    printed as ``error: <message>`` on stderr and exits with status 2, without a traceback."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return main(args)
+    except Exception as e:
+        if not isinstance(e, user_error_types()) or os.environ.get("RLTF_TRACEBACK", "") not in ("", "0"):
+            raise
+        sys.stdout.flush()
+        print(f"error: {one_line(e)}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_USER_ERROR) from None
+

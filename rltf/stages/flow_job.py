@@ -1,0 +1,246 @@
+"""The main job on an agent flow (``flow.enabled``): warm start on the solver's decisions -> RLTF on
+the flow -> held-out evaluation of the flow, fine-tuned vs RL-trained vs the solver.
+
+    accelerate launch train/rltf.py config=configs/travel-mtp.yaml
+    accelerate launch train/rltf.py config=configs/travel-okr.yaml flow.credit=global
+
+The stages, each a function (the envs, planner, SFT handoff and tracker are :mod:`rltf.stages.plan_job`'):
+
+* :func:`warm_start` -- the flow of ``flow.methods[0]`` run on every train query with the solver
+  answering each choice (:mod:`rltf.flows.training.teacher`); the planner is fine-tuned on those
+  decisions under their choice grammars (``sft:`` epochs, lr, batch size), saved to ``<run>/sft``;
+* :func:`train_flow` -- :class:`rltf.flows.training.trainer.FlowRLTFTrainer` (``rltf:`` hyperparameters,
+  ``flow.credit``, ``flow.roles``), checkpointed and resumable like the flat trainer;
+* :func:`evaluate_flow` -- the flow with greedy decisions on the held-out queries (``flow.splits``,
+  ``flow.limit``), scored by the evaluator; the solver's row beside it;
+* :func:`report` -- ``flow_results.md`` / ``.json``, ``rltf_history.json``, ``rewards.png`` and
+  ``role_rewards.png`` (the reward credited to each role's decisions per step) in the run
+  folder; last line ``held-out final pass: finetuned=<x> rltf=<x> solver=<x>``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rltf.stages import plan_job as stages
+from rltf.config.loading import ConfigError, RunConfig, config_to_yaml
+from rltf.flows.backends.base import Sampling
+from rltf.flows.backends.planner import PlannerBackend
+from rltf.flows.evaluate import COLUMNS, evaluate_method, held_out_ids, solver_row, table_markdown
+from rltf.flows.training.teacher import DemonstrationGrammars, collect_demonstrations, plain_describe
+from rltf.rl.sft import supervised_finetune
+from rltf.run.tracking import Tracker, plot_rewards, write_json
+
+__all__ = ["check_flow_job", "describe_flow_job", "evaluate_flow", "report", "run_flow_job", "train_flow", "warm_start"]
+
+TRAINABLE = ("mtp", "okr")  # flows whose every decision is a constrained choice of the planner
+
+
+def check_flow_job(cfg: RunConfig) -> str:
+    """The method the flow job trains; a clear error for settings it cannot train."""
+    flow = cfg.flow
+    if cfg.env.name != "travel":
+        raise ConfigError(f"flow.enabled=true trains a flow on the travel sandbox: set env.name=travel (got "
+                          f"{cfg.env.name!r})")
+    if len(flow.methods) != 1 or flow.methods[0] not in TRAINABLE:
+        raise ConfigError(f"bad value for 'flow.methods': {list(flow.methods)!r}; the main job trains one flow: "
+                          f"expected one of {[[m] for m in TRAINABLE]}")
+    if flow.backend.kind != "planner":
+        raise ConfigError(f"'flow.backend.kind' is {flow.backend.kind!r}: RLTF trains rltf's planner (kind: planner)")
+    if flow.methods[0] == "mtp" and flow.mtp.supervisor != "template":
+        raise ConfigError("'flow.mtp.supervisor: model' adds free-text nodes the planner cannot be trained on; "
+                          "use supervisor: template")
+    if flow.methods[0] == "okr" and flow.okr.criteria != "evaluator":
+        raise ConfigError("'flow.okr.criteria: model' adds free-text nodes the planner cannot be trained on; "
+                          "use criteria: evaluator")
+    if flow.roles == "lora" and not cfg.planner.lora.enabled:
+        raise ConfigError("'flow.roles: lora' puts one LoRA adapter per role on the planner: set "
+                          "planner.lora.enabled=true")
+    if flow.credit == "local+global" and flow.methods[0] != "mtp":
+        raise ConfigError(f"'flow.credit: local+global' needs meta-tasks with local constraints (mtp), not "
+                          f"{flow.methods[0]}; use flow.credit=global")
+    return flow.methods[0]
+
+
+def demonstrations(run: stages.Run, envs: stages.Envs, method: str, describe=plain_describe):
+    """The solver's answer to every choice of ``method``'s flow on the train queries."""
+    t0 = time.perf_counter()
+    demos, taught = collect_demonstrations(envs.train, [t.id for t in envs.splits["train"]], method, describe,
+                                           run.cfg.flow)
+    run.log(f"warm start: {len(demos)} decisions of {taught['queries']:.0f} train queries answered by the solver "
+            f"(the taught {method} flow passes {taught['final_pass']:.2%} of them; {time.perf_counter() - t0:.1f}s)")
+    return demos, taught
+
+
+def describe_flow_job(cfg: RunConfig) -> str:
+    """What the flow main job would do (``dry_run=true``); loads nothing."""
+    from rltf.flows.evaluate import describe_flows
+
+    method = check_flow_job(cfg)
+    rl, sft, flow = cfg.rltf, cfg.sft, cfg.flow
+    lines = [describe_flows(cfg, flow),
+             f"warm start  {'the solver answers every choice of ' + method + ' on the train queries; SFT ' + str(sft.epochs) + ' epoch(s), lr ' + format(sft.lr, 'g') if sft.enabled else 'none (sft.enabled=false)'}",
+             f"rltf        {rl.steps} steps x {rl.tasks_per_batch} queries x {rl.k_samples} sampled passes (T={rl.temperature:g}), "
+             f"lr {rl.lr:g}, baseline {rl.baseline}, credit {flow.credit}, roles {flow.roles}",
+             "held-out    the flow with greedy decisions: finetuned, rltf" + (", solver" if flow.oracle else "")]
+    return "\n".join(lines)
+
+
+def warm_start(run: stages.Run, planner, envs: stages.Envs, method: str, out_dir: Path, demos=None,
+               taught=None) -> list[dict]:
+    """Fine-tune ``planner`` on the solver's answers to every choice of ``method``'s flow on the
+    train queries (see the module docstring; ``demos`` rendered as the planner backend renders
+    them); saved to ``out_dir``."""
+    cfg, acc = run.cfg, run.acc
+    if demos is None:
+        demos, taught = demonstrations(run, envs, method, PlannerBackend(planner).describe)
+    demos = [d for d in demos if len(d.options) > 1]  # one option: log π = 0, nothing to fit
+    history = supervised_finetune(planner, DemonstrationGrammars(), demos, epochs=cfg.sft.epochs, lr=cfg.sft.lr,
+                                  batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=acc,
+                                  progress=cfg.logging.progress_bar, sharding=run.sharding,
+                                  on_nonfinite=cfg.sft.on_nonfinite)
+    weights = run.sharding.full_state_dict(planner.model)
+    if acc.is_main_process:
+        planner.save_pretrained(out_dir, state_dict=weights)
+        write_json(run.run_dir / "sft_history.json", {"taught": taught, "decisions": len(demos), "epochs": history})
+    acc.wait_for_everyone()
+    return history
+
+
+def train_flow(run: stages.Run, planner, envs: stages.Envs, roles=None) -> list[dict]:
+    """RLTF on the flow (``cfg.rltf``, ``cfg.flow``), logged, checkpointed under ``<run>/rltf/``;
+    ``resume=true`` continues from the newest checkpoint. Returns the per-step history."""
+    from rltf.flows.training.trainer import FlowRLTFTrainer
+
+    cfg, acc = run.cfg, run.acc
+    tracker = Tracker(cfg.logging.report_to, run.run_dir, cfg.run_name, yaml.safe_load(config_to_yaml(cfg)),
+                      cfg.logging.wandb_project, enabled=acc.is_main_process)
+    trainer = FlowRLTFTrainer(cfg, planner, envs.train, acc, tracker, None, run.sharding, roles=roles)
+    if cfg.resume and trainer.resume():
+        run.log(f"resumed RLTF at step {trainer.step}")
+    history = trainer.train()
+    tracker.finish()
+    return history
+
+
+def evaluate_flow(run: stages.Run, planner, envs: stages.Envs, method: str, ids: list[int], name: str,
+                  roles=None) -> tuple[dict[str, float], list[dict]]:
+    """``method``'s flow with greedy decisions of ``planner`` on the held-out queries ``ids``."""
+    cfg = run.cfg
+    backend = PlannerBackend(planner, sampling=Sampling(max_new_tokens=cfg.flow.backend.max_new_tokens),
+                             batch_size=cfg.flow.backend.batch_size)
+    if roles is not None:
+        backend = roles.backend(backend)
+    with run.sharding.gathered(planner.model):
+        row, records = evaluate_method(method, envs.held_out, ids, backend, cfg.flow,
+                                       trace_dir=run.run_dir / "traces" / name)
+    run.log(f"{name}: {method} final pass {row['final pass']:.4f}, reward {row['reward']:.4f} "
+            f"({row['seconds/query']:.2f} s per query)")
+    return row, records
+
+
+def report(run: stages.Run, rows: dict[str, dict[str, float]], records: dict[str, list[dict]], ids: list[int],
+           method: str, history: list[dict] | None) -> dict[str, Any]:
+    """The table, results, history and plots in the run folder; the last line."""
+    cfg, acc = run.cfg, run.acc
+    title = (f"{method} on {len(ids)} held-out ({'+'.join(cfg.flow.splits)}) queries, run {cfg.run_name}, "
+             f"seed {cfg.seed}, credit {cfg.flow.credit}, roles {cfg.flow.roles}")
+    md = table_markdown(rows, title)
+    summary = {"table": rows, "columns": list(COLUMNS), "queries": ids, "method": method, "results": records,
+               "seconds": time.perf_counter() - run.started}
+    if acc.is_main_process:
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        (run.run_dir / "flow_results.md").write_text(md)
+        write_json(run.run_dir / "flow_results.json", summary)
+        if history is not None:
+            write_json(run.run_dir / "rltf_history.json", history)
+            plot_rewards(history, run.run_dir / "rewards.png", title=f"RLTF {method} {cfg.run_name} (seed {cfg.seed})")
+            plot_role_rewards(history, run.run_dir / "role_rewards.png",
+                              title=f"reward credited per role, {method} ({cfg.flow.credit})")
+    run.log("\n" + md)
+    run.log(f"run folder: {run.run_dir}  ({summary['seconds']:.0f}s)")
+    run.log("held-out final pass: " + " ".join(f"{k}={r['final pass']:.4f}" for k, r in rows.items()))
+    return summary
+
+
+def plot_role_rewards(history: list[dict], path: Path, title: str) -> Path:
+    """PNG: per role, the mean reward credited to its decisions at each step (EMA 0.9)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = sorted({k for r in history for k in r if k.startswith("role/") and k.endswith("/reward")})
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, key in enumerate(keys):
+        pts = [(r["step"], r[key]) for r in history if key in r]
+        xs, ys = zip(*pts)
+        smooth, acc = [], None
+        for y in ys:
+            acc = y if acc is None else 0.9 * acc + 0.1 * y
+            smooth.append(acc)
+        ax.plot(xs, ys, alpha=0.25, color=f"C{i}")
+        ax.plot(xs, smooth, color=f"C{i}", label=key.split("/")[1])
+    ax.set_xlabel("RLTF step")
+    ax.set_ylabel("credited reward")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if keys:
+        ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def run_flow_job(cfg: RunConfig) -> dict[str, Any]:
+    """The flow main job (see the module docstring)."""
+    method = check_flow_job(cfg)
+    job = stages.start(cfg)
+    envs = stages.build_envs(job)
+    # the solver's decisions: the warm start's data, and (embedded planner) its tokenizer learns the flow's prompts
+    demos, taught = demonstrations(job, envs, method)
+    texts = sorted({d.description for d in demos}) if cfg.planner.model == "embedded" else []
+    planner = stages.build_planner(job, envs, texts)
+    if PlannerBackend(planner).use_chat_template:  # rendered otherwise than plain_describe: collect again
+        demos, taught = demonstrations(job, envs, method, PlannerBackend(planner).describe)
+    ids = held_out_ids(cfg, cfg.flow, envs.held_out)
+    sft_dir = job.run_dir / "sft"
+    rows: dict[str, dict[str, float]] = {}
+    records: dict[str, list[dict]] = {}
+    if cfg.sft.enabled:
+        resumed = cfg.resume and (sft_dir / "rltf_planner.json").exists()
+        if not resumed:
+            warm_start(job, planner, envs, method, sft_dir, demos, taught)
+        planner = stages.start_rltf_from_sft(job, planner, sft_dir, resumed=resumed)
+    roles = None
+    if cfg.flow.roles == "lora":  # on the warm-started planner: every role starts from it
+        from rltf.flows.training.roles import RoleAdapters
+
+        roles = RoleAdapters.attach(planner, method)
+        job.log(f"per-role LoRA adapters: {', '.join(roles.names)}")
+    label = "finetuned" if cfg.sft.enabled else "initial"
+    rows[label], records[label] = evaluate_flow(job, planner, envs, method, ids, label, roles)
+    history = train_flow(job, planner, envs, roles)
+    rows["rltf"], records["rltf"] = evaluate_flow(job, planner, envs, method, ids, "rltf", roles)
+    if cfg.flow.oracle:
+        rows["solver"], records["solver"] = solver_row(envs.held_out, ids)
+    return report(job, rows, records, ids, method, history)
+
+
+def read_flow_results(run_dir: Path, arm) -> dict[str, Any]:
+    """``flow_results.json`` for :mod:`rltf.comparison.compare` (an arm's ``reader``): the table's rows, each
+    row's per-query final pass (what the bootstrap resamples) and the run's seconds."""
+    import json
+
+    data = json.loads((Path(run_dir) / arm.results).read_text())
+    passed = {name: {str(r["query"]): float(bool(r.get("final_pass"))) for r in recs}
+              for name, recs in data["results"].items()}
+    rewards = {name: {str(r["query"]): float(r.get("reward", 0.0)) for r in recs}
+               for name, recs in data["results"].items()}
+    return {"rows": data["table"], "scores": rewards, "seconds": data.get("seconds"),
+            "task_values": {name: {"final pass": passed[name], "reward": rewards[name]} for name in passed}}
