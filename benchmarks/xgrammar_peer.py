@@ -15,7 +15,7 @@ our plan language with our planners, and this module does them:
    ...) write nothing, which XGrammar treats as never allowed; EOS (``[SEP]`` for WordPiece) is
    the stop token.
 2. :func:`plan_ebnf`: the plan language as a trie-shaped EBNF. The language is the benchmark's
-   (``PrefixFn`` in ``decoding.py``): for one task signature, every valid plan's canonical text
+   (``PrefixFn`` in ``decoding_openagi.py``): for one task signature, every valid plan's canonical text
    (``format_plan``: linear ``A, B`` and nonlinear ``(B1, B2) (C1) J, T`` plans in one row),
    tokenised whole, then EOS. Its string is what those tokens write (WordPiece: lowercased, a
    space before each word and each punctuation mark). The EBNF is written from the minimal DFA of

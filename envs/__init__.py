@@ -1,101 +1,55 @@
-"""Environments. Importing this package registers ``OpenAGI-Lite-v0`` and
-``TravelPlanner-Sandbox-v0`` with Gymnasium.
+"""Environments, built from a run's ``env:`` section through the env registry.
 
-A run's ``env:`` section (:class:`envs.config.EnvConfig`) names the env (``name: openagi`` or
-``travel``); :func:`make`, :func:`make_train_and_held_out`, :func:`split_ids` and
-:func:`describe` build what it names. An ``OpenAGIEnvConfig`` or a mapping of its fields builds
-the OpenAGI env.
+Importing this package registers the shipped envs (:mod:`envs.registry`): ``openagi``
+(``OpenAGI-Lite-v0`` in Gymnasium, ``envs/openagi/registration.py``) and ``travel``
+(``TravelPlanner-Sandbox-v0``, ``envs/travel/registration.py``). Every env implements the
+interface the trainer, SFT, evaluation and the report use: :class:`envs.protocol.RLTFEnv`
+(checked by :func:`envs.checker.check_rltf_env`).
 
-Build an env from its config (what a run config's ``env:`` section holds) with :func:`make` or
-``gym.make("OpenAGI-Lite-v0", config=...)`` (the same env; without ``config`` ``gym.make`` passes
-its keyword arguments to ``OpenAGIEnv``),
-the train + held-out pair a training run needs with :func:`make_train_and_held_out`, and say
-what they would load with :func:`describe` (``envs/openagi/factory.py``).
+The ``env:`` section (``envs/config.py``) names the env (``env.name``, default ``openagi``); the
+rest of it is that env's own keys. :func:`make` builds one env of a split,
+:func:`make_train_and_held_out` the pair a training run needs, :func:`split_ids` says the
+persisted split and :func:`describe` what would be loaded, without loading it. Each takes a
+section object (``OpenAGIEnvConfig(...)``, ``TravelSection(...)``), a mapping of its keys
+(``{"name": "travel", "travel": {"days": [3]}}``; no ``name``: OpenAGI's keys) or ``None`` (the
+default env's defaults), validates it and calls the registered env's own function.
+``gym.make("OpenAGI-Lite-v0", config=...)`` builds the same OpenAGI env.
 """
 
-from gymnasium.envs.registration import register, registry
-
-if "OpenAGI-Lite-v0" not in registry:
-    register(id="OpenAGI-Lite-v0", entry_point="envs.openagi.factory:gym_entry_point")
-if "TravelPlanner-Sandbox-v0" not in registry:
-    register(id="TravelPlanner-Sandbox-v0", entry_point="envs.travel.env:TravelPlannerEnv")
+import envs.openagi.registration  # noqa: F401  (registers the openagi env)
+import envs.travel.registration  # noqa: F401  (registers the travel env)
+from envs import registry
+from envs.config import as_section, validate_section
 
 
-def _travel(config):
-    """The travel settings when ``config`` names the travel env, else None."""
-    from envs.config import EnvConfig
-
-    if isinstance(config, EnvConfig):
-        config.validate()
-        return config.travel if config.name == "travel" else None
-    if isinstance(config, dict) and config.get("name") == "travel":
-        return config.get("travel") or {}
-    return None
-
-
-def _openagi(config):
-    """The OpenAGI part of ``config`` (an ``env:`` section's extra keys dropped)."""
-    from envs.config import EnvConfig
-
-    if isinstance(config, dict) and "name" in config:
-        return {k: v for k, v in config.items() if k not in ("name", "travel")}
-    if isinstance(config, EnvConfig):
-        from dataclasses import fields
-
-        from envs.openagi.config import OpenAGIEnvConfig
-
-        return OpenAGIEnvConfig(**{f.name: getattr(config, f.name) for f in fields(OpenAGIEnvConfig)})
-    return config
+def _section(config):
+    section = as_section(config)
+    validate_section(section)
+    return section, registry.spec_of_section(section)
 
 
 def make(config=None, split: str = "train", **kwargs):
-    """One env from ``config``, validated: the travel env when it names it
-    (:func:`envs.travel.factory.make_env`), else the OpenAGI env with the config's extra
-    ``tools`` registered (:func:`envs.openagi.factory.make_env`)."""
-    travel = _travel(config)
-    if travel is not None:
-        from envs.travel.factory import make_env as make_travel
-
-        return make_travel(travel, split)
-    from envs.openagi.factory import make_env
-
-    return make_env(_openagi(config), split, **kwargs)
+    """One env of ``split`` (train, validation, test or all) from ``config``, validated. Keywords go to
+    the env's own factory (OpenAGI: ``device`` / ``build_guard``)."""
+    section, spec = _section(config)
+    return spec.make(section, split, **kwargs)
 
 
 def make_train_and_held_out(config=None, **kwargs):
     """``(train env, held-out env)`` sharing their data; the held-out env holds every task, the
     validation / test ids are :func:`split_ids`. ``device`` / ``build_guard`` are OpenAGI's (where
-    hf experts run, the guard of the full suite's one-time build); the travel env needs neither."""
-    travel = _travel(config)
-    if travel is not None:
-        from envs.travel.factory import make_envs as make_travel_envs
-
-        return make_travel_envs(travel)
-    from envs.openagi.factory import make_envs
-
-    return make_envs(_openagi(config), **kwargs)
+    hf experts run, the guard of the full suite's one-time build); other envs ignore them."""
+    section, spec = _section(config)
+    return spec.make_train_and_held_out(section, **kwargs)
 
 
 def split_ids(config=None) -> dict[str, list[int]]:
-    """The persisted split of ``config``'s env: task / query ids per train, validation, test."""
-    travel = _travel(config)
-    if travel is not None:
-        from envs.travel.factory import split_ids as travel_split
-
-        return travel_split(travel)
-    from envs.openagi.factory import as_config
-    from envs.openagi.split import load_split
-
-    return load_split(as_config(_openagi(config)).suite)
+    """The persisted split of ``config``'s env: task ids per train, validation, test."""
+    section, spec = _section(config)
+    return spec.split_ids(section)
 
 
 def describe(config=None) -> list[str]:
     """What :func:`make` would build and load, without loading anything (validates ``config``)."""
-    travel = _travel(config)
-    if travel is not None:
-        from envs.travel.factory import describe_env as describe_travel
-
-        return describe_travel(travel)
-    from envs.openagi.factory import describe_env
-
-    return describe_env(_openagi(config))
+    section, spec = _section(config)
+    return spec.describe(section)

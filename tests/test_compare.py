@@ -1,4 +1,4 @@
-"""The comparison runner (``rltf/comparison/compare.py``, ``train/compare.py``; issue #15 item 2): the preset
+"""The comparison runner (``rltf/comparison/``, ``train/compare.py``; issue #15 item 2): the preset
 suite's arms are valid configs, run folders are aggregated over seeds (mean ± std, bootstrap
 interval, curves vs plans sampled), runs are resumable and failures reported, and GRPO logs the
 periodic held-out score RLTF logs."""
@@ -16,7 +16,10 @@ import numpy as np
 import pytest
 import yaml
 
-from rltf.comparison import compare
+from rltf.comparison.aggregate import row_task_values
+from rltf.comparison.report import write_report
+from rltf.comparison.runs import run_suite
+from rltf.comparison.suites import Row, check_arms, load_suite, suite_from_dict
 from rltf.evaluation import schemas as ev
 from rltf.config.loading import ConfigError, RunConfig
 
@@ -27,9 +30,9 @@ pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
 
 # ------------------------------------------------------------------------------ the preset suite
 def test_the_openagi_grpo_preset_arms_are_valid_configs_with_one_budget():
-    suite = compare.load_suite("openagi-grpo")
+    suite = load_suite("openagi-grpo")
     assert {a.name for a in suite.arms} == {"grpo", "rltf-causal", "rltf-t5", "bounds"} and suite.seeds == 3
-    loaded = compare.check_arms(suite)
+    loaded = check_arms(suite)
     bounds = suite.arm("bounds")  # reference plans and oracle: no planner, one seed, train/evaluate.py
     assert bounds.seeds == 1 and bounds.results == "eval.json" and bounds.history is None
     assert loaded["bounds"].eval.schemas == ["reference", "oracle"]
@@ -51,28 +54,28 @@ def test_the_openagi_grpo_preset_arms_are_valid_configs_with_one_budget():
     assert cmd[-4:] == ["seed=1", "output_dir=checkpoints/x/rltf-t5", "run_name=seed1", "overwrite=true"]
     # a bad key in an arm fails before anything runs, naming the arm
     with pytest.raises(ConfigError, match="arm grpo .*rltf.bogus"):
-        compare.check_arms(suite, ["rltf.bogus=1"])
+        check_arms(suite, ["rltf.bogus=1"])
 
 
 def test_a_suite_is_checked_when_read():
     arm = {"name": "a", "script": "train/rltf.py"}
-    ok = compare.suite_from_dict({"name": "s", "arms": [arm], "rows": [{"label": "A", "arm": "a", "schema": "rltf"}]})
+    ok = suite_from_dict({"name": "s", "arms": [arm], "rows": [{"label": "A", "arm": "a", "schema": "rltf"}]})
     assert ok.arms[0].overrides == () and ok.rows[0].column == "overall"
     with pytest.raises(ConfigError, match=r"arms\[0\]: unknown key.*colour"):
-        compare.suite_from_dict({"name": "s", "arms": [{**arm, "colour": "red"}]})
+        suite_from_dict({"name": "s", "arms": [{**arm, "colour": "red"}]})
     with pytest.raises(ConfigError, match="name an arm that is not in the suite"):
-        compare.suite_from_dict({"name": "s", "arms": [arm], "rows": [{"label": "B", "arm": "b", "schema": "rltf"}]})
+        suite_from_dict({"name": "s", "arms": [arm], "rows": [{"label": "B", "arm": "b", "schema": "rltf"}]})
     with pytest.raises(ConfigError, match="arm names repeat"):
-        compare.suite_from_dict({"name": "s", "arms": [arm, arm]})
+        suite_from_dict({"name": "s", "arms": [arm, arm]})
     with pytest.raises(ConfigError, match="missing key.*script"):
-        compare.suite_from_dict({"name": "s", "arms": [{"name": "a"}]})
+        suite_from_dict({"name": "s", "arms": [{"name": "a"}]})
     with pytest.raises(ConfigError, match="no such suite; known suites: .*openagi-grpo"):
-        compare.load_suite("no-such-suite")
+        load_suite("no-such-suite")
 
 
 # ------------------------------------------------------------------------------ aggregation
 TASKS = [SimpleNamespace(id=i, metric="m") for i in range(12)]
-SUITE = compare.suite_from_dict({
+SUITE = suite_from_dict({
     "name": "toy", "seeds": 2,
     "arms": [{"name": "rl", "script": "x.py"}, {"name": "base", "script": "y.py", "history": None}],
     "rows": [{"label": "fine-tuned", "arm": "rl", "schema": "finetuned", "valid": 1.0},
@@ -107,7 +110,7 @@ def test_aggregate_over_seeds_from_run_folders(tmp_path):
     _write_run(tmp_path / "base" / "seed0", {"zero": {t.id: 0.1 for t in TASKS}})  # one seed only
     (tmp_path / "rl" / "seed1.run.json").write_text(json.dumps({"args": [], "wall_s": 30.0, "returncode": 0}))
 
-    summary = compare.write_report(SUITE, tmp_path, log=lambda _: None)
+    summary = write_report(SUITE, tmp_path, log=lambda _: None)
     rows = {r["label"]: r for r in summary["rows"]}
     rl = rows["RL"]
     seed_means = [float(np.mean(list(per_seed[s][1].values()))) for s in (0, 1)]
@@ -130,10 +133,10 @@ def test_aggregate_over_seeds_from_run_folders(tmp_path):
     assert base["valid_held_out"] is None and "train_reward_first" not in base
 
     # another column gets an interval when the reader gives its per-task values (travel: final pass)
-    row = compare.Row("pass", "rl", "rltf", column="final pass")
+    row = Row("pass", "rl", "rltf", column="final pass")
     per_query = {"0": 1.0, "1": 0.0, "2": 1.0, "3": 1.0}
-    assert compare._task_values({"task_values": {"rltf": {"final pass": per_query}}}, row) == per_query
-    assert compare._task_values({"scores": {"rltf": {"0": 0.5}}}, row) == {}  # scores are rewards, not passes
+    assert row_task_values({"task_values": {"rltf": {"final pass": per_query}}}, row) == per_query
+    assert row_task_values({"scores": {"rltf": {"0": 0.5}}}, row) == {}  # scores are rewards, not passes
 
     md = (tmp_path / "compare.md").read_text()
     lo, hi = rl["interval"]
@@ -144,7 +147,7 @@ def test_aggregate_over_seeds_from_run_folders(tmp_path):
     assert "Every metric" not in md
 
     # further columns of the results tables, every row, mean ± std over seeds (travel: every metric)
-    summary = compare.write_report(dataclasses.replace(SUITE, metrics=("overall", "no such column")), tmp_path,
+    summary = write_report(dataclasses.replace(SUITE, metrics=("overall", "no such column")), tmp_path,
                                    log=lambda _: None)
     rl_metrics = {r["label"]: r for r in summary["rows"]}["RL"]["metrics"]
     assert rl_metrics["overall"] == {"mean": pytest.approx(rl["mean"]), "std": pytest.approx(rl["std"]), "n_seeds": 2}
@@ -175,7 +178,7 @@ FAKE_ENTRY_POINT = textwrap.dedent("""
 def test_run_suite_runs_each_arm_and_seed_once_and_reports_failures(tmp_path):
     script = tmp_path / "fake_entry.py"
     script.write_text(FAKE_ENTRY_POINT)
-    suite = compare.suite_from_dict({
+    suite = suite_from_dict({
         "name": "fake", "seeds": 2, "common": ["bonus=0.0"],
         "arms": [{"name": "good", "script": str(script), "history": None},
                  {"name": "bad", "script": str(script), "overrides": ["fail=true"], "history": None},
@@ -183,14 +186,14 @@ def test_run_suite_runs_each_arm_and_seed_once_and_reports_failures(tmp_path):
         "rows": [{"label": "good", "arm": "good", "schema": "rltf", "trained": True},
                  {"label": "bad", "arm": "bad", "schema": "rltf"}, {"label": "once", "arm": "once", "schema": "rltf"}]})
     root = tmp_path / "cmp"
-    records = compare.run_suite(suite, root, log=lambda _: None)
+    records = run_suite(suite, root, log=lambda _: None)
     assert [(r.arm, r.seed, r.status) for r in records] == [("good", 0, "done"), ("bad", 0, "failed"),
                                                             ("once", 0, "done"),
                                                             ("good", 1, "done"), ("bad", 1, "failed")]
     assert records[0].cpu_s is not None and records[0].cpu_s >= 0
     assert "this arm is broken" in records[1].error and records[1].returncode == 2
     assert (root / "good" / "seed1.log").is_file() and records[0].wall_s > 0
-    summary = compare.write_report(suite, root, records, log=lambda _: None)
+    summary = write_report(suite, root, records, log=lambda _: None)
     good = {r["label"]: r for r in summary["rows"]}["good"]
     assert good["values"] == {"0": 0.5, "1": pytest.approx(0.6)} and good["wall_s"]["mean"] > 0
     assert {r["label"]: r for r in summary["rows"]}["bad"]["n_seeds"] == 0
@@ -201,13 +204,13 @@ def test_run_suite_runs_each_arm_and_seed_once_and_reports_failures(tmp_path):
     assert sorted(calls) == ["seed0", "seed0", "seed0", "seed1", "seed1"]
 
     # resumable: finished runs are not run again (the failed ones are)
-    again = compare.run_suite(suite, root, log=lambda _: None)
+    again = run_suite(suite, root, log=lambda _: None)
     assert [r.status for r in again] == ["reused", "failed", "reused", "reused", "failed"]
     assert again[0].wall_s == records[0].wall_s and again[0].cpu_s == records[0].cpu_s
     assert len((tmp_path / "cmp" / "calls.txt").read_text().split()) == 7
     # ... but not under other arguments: that would mix two different comparisons
     with pytest.raises(ConfigError, match="was run with other arguments"):
-        compare.run_suite(suite, root, ["bonus=0.5"], arms=["good"], log=lambda _: None)
+        run_suite(suite, root, ["bonus=0.5"], arms=["good"], log=lambda _: None)
 
 
 def test_compare_recipe_arguments(tmp_path, capsys):

@@ -322,7 +322,7 @@ def test_kl_to_the_start_policy_in_flow_training(world, tmp_path, roles):
     second = t.train_step()
     assert abs(second["train/kl"]) > 1e-6 and math.isfinite(second["train/kl"])
     ids = torch.tensor([[3, 4, 5, 6]])
-    with t.reference() as ref_model:  # still the start policy: the same outputs as the untouched base
+    with t.state.reference() as ref_model:  # still the start policy: the same outputs as the untouched base
         torch.testing.assert_close(ref_model(input_ids=ids, decoder_input_ids=ids).logits,
                                    base.model(input_ids=ids, decoder_input_ids=ids).logits, rtol=1e-5, atol=1e-6)
     assert not torch.allclose(planner.model(input_ids=ids, decoder_input_ids=ids).logits,
@@ -375,7 +375,7 @@ def test_the_main_job_trains_a_flow_end_to_end(tmp_path):
     for name in ("flow_results.md", "flow_results.json", "rewards.png", "role_rewards.png", "rltf_history.json",
                  "sft/rltf_planner.json", "rltf/checkpoint-2"):
         assert (run_dir / name).exists(), name
-    from rltf.comparison.compare import Arm, load_suite
+    from rltf.comparison.suites import Arm, load_suite
     from rltf.stages.flow_job import read_flow_results
 
     back = read_flow_results(run_dir, Arm("mtp", "train/rltf.py", results="flow_results.json"))

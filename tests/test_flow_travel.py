@@ -17,12 +17,13 @@ import torch
 import yaml
 
 import envs
-from envs.config import EnvConfig
+from envs.travel.registration import TravelSection
 from envs.travel.config import TravelEnvConfig
 from rltf.config.loading import ConfigError
 from rltf.flows import ChoiceGrammar, Choices, Completion, ScriptedBackend, load_trace
 from rltf.flows.backends.planner import PlannerBackend, rescore
-from rltf.flows.evaluate import describe_flows, evaluate_flows, load_flow_config, main
+from rltf.flows.evaluate import describe_flows, load_flow_config, main
+from rltf.flows.evaluation import evaluate_flows
 from rltf.flows.agents.flat import run_flat
 from rltf.flows.agents.mtp import MetaTaskPlanning, run_mtp
 from rltf.flows.agents.okr import OBJECTIVES, run_okr
@@ -34,7 +35,7 @@ from tests.tiny_models import tiny_t5
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-ENV_CFG = EnvConfig(name="travel", travel=TravelEnvConfig(days=[3]))
+ENV_CFG = TravelSection(travel=TravelEnvConfig(days=[3]))
 
 
 @pytest.fixture(scope="module")

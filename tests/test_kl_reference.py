@@ -110,18 +110,18 @@ def test_kl_is_zero_at_the_first_rltf_step_and_checkpoints_reload(base_dirs, tmp
     assert not planner.model.training
 
     trainer = RLTFTrainer(cfg, planner, env, acc)
-    assert trainer.reference is not None
+    assert trainer.state.reference is not None
     policy_lp = _logp(planner.model, planner, env)
     torch.testing.assert_close(policy_lp, start_lp, rtol=RTOL, atol=ATOL)  # the handoff keeps the policy
     # every valid plan, not only the sampled ones: log π_ref == log π, i.e. KL = 0 at step 0
-    torch.testing.assert_close(_ref_logp(trainer.reference, planner, env), policy_lp, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(_ref_logp(trainer.state.reference, planner, env), policy_lp, rtol=RTOL, atol=ATOL)
 
     row = trainer.train_step()  # what the trainer computes and logs, on the plans it sampled
     _assert_kl_logged_zero(row)
     trained_lp = _logp(planner.model, planner, env)
     assert (trained_lp - policy_lp).abs().max() > 1e-4, "the step must move the policy"
     # the reference did not move with it
-    torch.testing.assert_close(_ref_logp(trainer.reference, planner, env), start_lp, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(_ref_logp(trainer.state.reference, planner, env), start_lp, rtol=RTOL, atol=ATOL)
 
     # a checkpoint after one step reloads to the same policy (and, with LoRA, to the same reference)
     trainer.save()
@@ -144,7 +144,7 @@ def test_kl_is_zero_at_the_first_rltf_step_and_checkpoints_reload(base_dirs, tmp
     assert resumed.resume() and resumed.step == 1
     torch.testing.assert_close(_logp(fresh.model, fresh, env), trained_lp, rtol=RTOL, atol=ATOL)
     if lora:  # still the policy RLTF started from
-        torch.testing.assert_close(_ref_logp(resumed.reference, fresh, env), start_lp, rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(_ref_logp(resumed.state.reference, fresh, env), start_lp, rtol=RTOL, atol=ATOL)
 
 
 # ------------------------------------------------------------------------------ refused combinations

@@ -22,6 +22,7 @@ from rltf.config.loading import load_config
 from rltf.evaluation.schemas import constrained_schema
 from rltf.planners.planner import Planner
 from rltf.rl.sft import supervised_finetune
+from rltf.rl.steps import loss_weights
 from rltf.rl.trainer import RLTFTrainer
 from tests.tiny_models import bpe_tokenizer, tiny_llama, tiny_t5, unigram_tokenizer
 from tests.toy_env import toy_env
@@ -144,7 +145,7 @@ def weights_for(trainer, shards: int, rank: int):
     for step in range(2):
         r, ids, lp, kl = (np.split(x, shards)[rank] for x in _fixed_batch())  # contiguous shards
         r = r + 0.1 * step
-        shaped, *_ = trainer.loss_weights(r, ids, lp, kl)
+        shaped, *_ = loss_weights(r, ids, lp, kl, trainer.state.baseline, trainer.rl, trainer.acc)
         out.append(shaped.tolist())
     return out
 

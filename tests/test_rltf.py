@@ -77,8 +77,8 @@ def test_one_step_moves_the_policy_along_the_advantage(tmp_path):
 
     def objective():  # sum_i A_i log pi(plan_i): what one REINFORCE step increases
         with torch.no_grad():
-            lp = plan_logprobs(planner.model, planner.tokenizer, b.prompts, plan_grammars(planner.tokenizer, b.signatures, env.registry, env.limits),
-                             b.plans)
+            grammars = [env.grammar(planner.tokenizer, i) for i in b.task_ids]
+            lp = plan_logprobs(planner.model, planner.tokenizer, b.prompts, grammars, b.plans)
         return float((torch.as_tensor(b.advantages) * lp).sum())
 
     # undo and redo the update to compare the objective before and after it
@@ -141,7 +141,7 @@ def test_kill_and_resume_gives_the_same_final_state(tmp_path):
     assert [h["train/reward"] for h in again[2]] == [h["train/reward"] for h in full[2]]
     for (k, a), (_, b) in zip(full[1].model.state_dict().items(), again[1].model.state_dict().items()):
         assert torch.equal(a, b), k
-    assert full[0].baseline.state_dict() == again[0].baseline.state_dict()
+    assert full[0].state.baseline.state_dict() == again[0].state.baseline.state_dict()
 
 
 @pytest.fixture

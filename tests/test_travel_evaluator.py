@@ -1,5 +1,5 @@
 """The travel evaluator: hand-built plans that each break exactly one of the 13 constraints, plans
-in the official formats, bad plan text, and agreement with the row-by-row reference evaluator."""
+in the official formats, bad plan text, and agreement with the row-by-row evaluator."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from envs.travel.baselines import PERTURBATIONS, greedy_plan, perturb, random_plan
+from envs.travel.simple_planners import PERTURBATIONS, greedy_plan, perturb, random_plan
 from envs.travel.commonsense import _valid_city_sequence
 from envs.travel.evaluator import COMMONSENSE, TravelEvaluator, summarize
 from envs.travel.plans import PlanParseError, parse_plan
 from envs.travel.queries import default_queries
-from envs.travel.reference_eval import ReferenceEvaluator
+from envs.travel.row_by_row_eval import RowByRowEvaluator
 from envs.travel.schema import QUERY_CUISINES
 from envs.travel.solver import TravelSolver
 from envs.travel.text import entity, ground_text, name_city
@@ -261,7 +261,11 @@ def test_room_rule(ev):
     pytest.fail("no suitable query")
 
 
-def test_room_rule_parties_is_checked_only_in_strict_mode():
+@BOTH
+def test_room_rule_parties_fails_a_no_parties_hotel(ev):
+    """The official hard_constraint.py tested the misspelt 'parities' (so 'parties' never failed)
+    until 2024-04-26; its current code fails 'parties' on a 'No parties' hotel, and so do both modes
+    (official_quirks follows the current official code)."""
     for q in QUERIES:
         if q.local_constraint.get("house rule"):
             continue
@@ -269,8 +273,11 @@ def test_room_rule_parties_is_checked_only_in_strict_mode():
         if "No parties" not in IX.hotels.get(*name_city(plan[0]["accommodation"])).house_rules:
             continue
         q2 = replace(q, local_constraint={**q.local_constraint, "house rule": "parties"})
-        assert_only(STRICT.evaluate(q2, plan), "room_rule")
-        assert QUIRKS.evaluate(q2, plan).final_pass  # the official code tests the misspelt 'parities'
+        e = ev.evaluate(q2, plan)
+        assert_only(e, "room_rule")
+        assert "parties" in e.hard["room_rule"].reason
+        r = RowByRowEvaluator(IX.db).evaluate(q2.as_dict(), plan)
+        assert r["hard"]["room_rule"] is False  # the row-by-row evaluator agrees
         return
     pytest.fail("no suitable query")
 
@@ -415,9 +422,9 @@ def test_metrics_follow_eval_py():
     assert s["final_pass"] == pytest.approx(3 / n)
 
 
-# ------------------------------------------------------------------- agreement with the reference
-def test_official_mode_matches_row_by_row_reference():
-    ref = ReferenceEvaluator(IX.db)
+# ------------------------------------------------------------- agreement with the row-by-row evaluator
+def test_official_mode_matches_the_row_by_row_evaluator():
+    ref = RowByRowEvaluator(IX.db)
     rng = np.random.default_rng(7)
     seen_fail: set[str] = set()
     n = 0

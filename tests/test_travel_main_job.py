@@ -9,7 +9,7 @@ import json
 import pytest
 
 import envs
-from envs.config import EnvConfig
+from envs.travel.registration import TravelSection
 from envs.travel.config import TravelEnvConfig
 from envs.travel.env import TravelPlannerEnv
 from rltf.config.loading import ConfigError, load_config
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_env_section_builds_the_travel_envs_with_the_split_filtered():
-    cfg = EnvConfig(name="travel", travel=TravelEnvConfig(days=[3], levels=["easy", "hard"]))
+    cfg = TravelSection(travel=TravelEnvConfig(days=[3], levels=["easy", "hard"]))
     train, held_out = envs.make_train_and_held_out(cfg)
     assert isinstance(train, TravelPlannerEnv) and train.index is held_out.index  # one sandbox, shared
     parts = envs.split_ids(cfg)
@@ -52,10 +52,10 @@ def test_bad_travel_settings_name_the_key(override, message):
 
 
 def test_the_embedded_tokenizer_learns_the_sandbox_but_no_held_out_query():
-    train, held_out = envs.make_train_and_held_out(EnvConfig(name="travel", travel=TravelEnvConfig(days=[3])))
+    train, held_out = envs.make_train_and_held_out(TravelSection(travel=TravelEnvConfig(days=[3])))
     texts = set(train.tokenizer_texts())
     assert all(t.description in texts for t in train.tasks())
-    parts = envs.split_ids(EnvConfig(name="travel", travel=TravelEnvConfig(days=[3])))
+    parts = envs.split_ids(TravelSection(travel=TravelEnvConfig(days=[3])))
     assert not any(held_out.get_query(i).query in texts for i in parts["test"] + parts["validation"])
     # every entity a held-out plan may name is in the corpus (the action space, not the task)
     c = held_out.candidates(parts["test"][0])

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import envs  # noqa: F401  (registers the envs)
-from envs.travel.baselines import greedy_plan, unconstrained_plan
-from envs.travel.env import RewardWeights, TravelPlannerEnv
+from envs.travel.simple_planners import greedy_plan, unconstrained_plan
+from envs.travel.config import RewardSettings
+from envs.travel.env import TravelPlannerEnv
 from envs.travel.evaluator import TravelEvaluator, summarize
 from envs.travel.queries import default_queries, query_text
 from envs.travel.query import TravelQuery
@@ -199,8 +200,10 @@ def test_env_reward_weights_and_bad_inputs_never_crash():
     res = env.reward_plans([(q.id, plan), (q.id, None), (q.id, 12345), (q.id, "[{]"), (q.id, [{"days": None}])])
     assert [r.reward for r in res] == [0.0] * 5
     assert all(not r.valid for r in res[1:4])
-    with pytest.raises(ValueError):
-        RewardWeights(0, 0, 0)
+    with pytest.raises(ValueError, match="sum to 0"):
+        TravelPlannerEnv(split="test", reward_weights=RewardSettings(0, 0, 0))
+    with pytest.raises(ValueError, match="reward_weights.hard"):
+        TravelPlannerEnv(split="test", reward_weights={"hard": -1})
     with pytest.raises(ValueError, match="unknown split"):
         TravelPlannerEnv(split="dev")
     m = env.metrics([(q.id, env.reference_plan(q.id)) for q in env.queries()[:5]])

@@ -7,7 +7,7 @@
     python train/compare.py suite=openagi-grpo name=quick rltf.steps=10           # extra key=value: every arm
 
 A suite is a YAML file (``configs/compare/<suite>.yaml``, or a path): its arms (entry point +
-overrides), its table rows and its number of seeds (:mod:`rltf.comparison.compare`). Each (arm, seed) runs
+overrides), its table rows and its number of seeds (:mod:`rltf.comparison.suites`). Each (arm, seed) runs
 as its own process into ``<output_dir>/<name>/<arm>/seed<k>/`` (``name`` defaults to the suite's
 name); a run whose results exist is not run again, so a killed comparison continues where it
 stopped. Writes ``compare.md``, ``compare.json`` and ``compare.png`` (held-out score and train
@@ -29,7 +29,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import yaml  # noqa: E402
 
-from rltf.comparison import compare  # noqa: E402
+from rltf.comparison.report import write_report  # noqa: E402
+from rltf.comparison.runs import RunRecord, dir_arg, planned_runs, run_suite  # noqa: E402
+from rltf.comparison.suites import SUITE_DIR, Suite, check_arms, load_suite  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
 from rltf.config.loading import REPO_ROOT, ConfigError  # noqa: E402
 
@@ -51,7 +53,7 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
         else:
             extra.append(arg)
     if not opts["suite"]:
-        known = sorted(p.stem for p in compare.SUITE_DIR.glob("*.yaml"))
+        known = sorted(p.stem for p in SUITE_DIR.glob("*.yaml"))
         raise ConfigError(f"suite=<name> is required; known suites: {', '.join(known)}")
     for key in ("report_only", "dry_run"):
         if not isinstance(opts[key], bool):
@@ -62,7 +64,7 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     return opts, extra
 
 
-def seed_list(value, suite: compare.Suite) -> list[int]:
+def seed_list(value, suite: Suite) -> list[int]:
     if value is None:
         return list(range(suite.seeds))
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -74,7 +76,7 @@ def seed_list(value, suite: compare.Suite) -> list[int]:
 
 def main(argv: list[str] | None = None) -> dict:
     opts, extra = parse_args(sys.argv[1:] if argv is None else argv)
-    suite = compare.load_suite(opts["suite"])
+    suite = load_suite(opts["suite"])
     seeds = seed_list(opts["seeds"], suite)
     names = [a.name for a in suite.arms]
     if opts["arms"] is not None and (bad := [a for a in opts["arms"] if a not in names]):
@@ -82,18 +84,15 @@ def main(argv: list[str] | None = None) -> dict:
     root = Path(opts["output_dir"]) / (opts["name"] or suite.name)
     if not root.is_absolute():
         root = REPO_ROOT / root
-    records: list[compare.RunRecord] = []
+    records: list[RunRecord] = []
     if not opts["report_only"]:
-        compare.check_arms(suite, extra, opts["arms"])  # a bad key fails now, not after an hour
+        check_arms(suite, extra, opts["arms"])  # a bad key fails now, not after an hour
         if opts["dry_run"]:
-            for s in seeds:
-                for a in suite.arms:
-                    if (opts["arms"] is None or a.name in opts["arms"]) and (a.seeds is None or s < a.seeds):
-                        args = a.command(suite.common, extra, s, compare.dir_arg(root / a.name))
-                        print(f"{sys.executable} " + " ".join(args))
+            for s, a in planned_runs(suite, seeds, opts["arms"]):
+                print(f"{sys.executable} " + " ".join(a.command(suite.common, extra, s, dir_arg(root / a.name))))
             return {}
-        records = compare.run_suite(suite, root, extra, seeds=seeds, arms=opts["arms"])
-    summary = compare.write_report(suite, root, records, seeds)
+        records = run_suite(suite, root, extra, seeds=seeds, arms=opts["arms"])
+    summary = write_report(suite, root, records, seeds)
     if any(r.status == "failed" for r in records):
         raise SystemExit(1)
     return summary

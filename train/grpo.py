@@ -26,7 +26,8 @@ trainer does (``eval/validation/score``). Writes ``<run_dir>/results.md`` / ``re
 call) / ``train_history.json`` (per step: ``train/reward``, ``train/valid``, and the validation
 score at the evaluation steps: the rows of RLTF's ``rltf_history.json``); the last line is
 ``held-out overall: finetuned=<x> grpo=<x> grpo_valid=<x>`` (``grpo_valid``: the fraction of valid
-plans among the GRPO planner's greedy free text).
+plans among the GRPO planner's greedy free text). ``dry_run=true`` prints what it would load and do,
+and exits.
 """
 
 from __future__ import annotations
@@ -67,12 +68,41 @@ def parse_args(argv: list[str]) -> RunConfig:
     return load_config(argv)
 
 
-def run(cfg: RunConfig) -> dict:
-    grpo = cfg.grpo
+def check_run(cfg: RunConfig) -> None:
+    """What this recipe refuses before anything loads."""
     if cfg.resume:
         raise ConfigError("train/grpo.py does not resume runs: start a new one (another run_name, or overwrite=true)")
     if cfg.env.name != "openagi":
         raise ConfigError(f"train/grpo.py is the OpenAGI baseline; env.name={cfg.env.name!r} is not supported")
+
+
+def describe(cfg: RunConfig) -> str:
+    """What this recipe would load and do (``dry_run=true``); loads nothing."""
+    import envs
+
+    check_run(cfg)
+    g, r, s, p = cfg.grpo, cfg.rltf, cfg.sft, cfg.planner
+    warm = ("off" if not s.enabled else
+            f"{s.epochs} epochs, lr {s.lr:g}, batch {s.batch_size}, "
+            + ("rltf's constrained SFT stage" if g.warm_start == "constrained" else "text NLL of the reference plans"))
+    return "\n".join([
+        f"dry run of train/grpo.py {cfg.run_name!r}: the configuration is valid; nothing was loaded "
+        "(no weights, no datasets, no downloads)",
+        f"run         {Path(cfg.run_dir).resolve()} (sft/, grpo/, results.md, results.json, grpo_history.json, "
+        f"train_history.json; seed {cfg.seed})",
+        *envs.describe(cfg.env),
+        f"planner     {p.model} (arch {p.arch}: GRPO trains decoder-only planners; dtype {p.dtype})",
+        f"warm start  {warm}",
+        f"grpo        {r.steps} steps x {r.tasks_per_batch} tasks x {r.k_samples} generations, lr {r.lr:g}, "
+        f"temperature {r.temperature:g}, loss {g.loss_type}, scale_rewards {g.scale_rewards}, epsilon {g.epsilon:g}, "
+        f"{g.num_iterations} iteration(s), beta {r.kl_coef if g.beta is None else g.beta:g}",
+        f"eval        finetuned and grpo (constrained beam search, {cfg.eval.num_beams} beams; and greedy free text) "
+        f"on {'+'.join(dict.fromkeys(cfg.eval.splits))}"])
+
+
+def run(cfg: RunConfig) -> dict:
+    grpo = cfg.grpo
+    check_run(cfg)
     job = stages.start(cfg)
     if job.acc.num_processes != 1:
         raise ConfigError("train/grpo.py runs in one process (python train/grpo.py)")
@@ -150,7 +180,11 @@ def run(cfg: RunConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    run(parse_args(sys.argv[1:] if argv is None else argv))
+    cfg = parse_args(sys.argv[1:] if argv is None else argv)
+    if cfg.dry_run:
+        print(describe(cfg))
+        return
+    run(cfg)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 
 Writes the fine-tuned planner (``save_pretrained``) to ``<run_dir>/sft`` — the checkpoint RLTF
 starts from (``planner.model=<run_dir>/sft``) — and prints its held-out score. The same stages
-(``rltf/stages/plan_job.py``) as the main job's fine-tuning.
+(``rltf/stages/plan_job.py``) as the main job's fine-tuning. ``dry_run=true`` prints what it would
+load and do, and exits.
 """
 
 import os
@@ -16,11 +17,31 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rltf.stages import plan_job as stages  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
-from rltf.config.loading import load_config  # noqa: E402
+from rltf.config.loading import RunConfig, load_config  # noqa: E402
+
+
+def describe(cfg: RunConfig) -> str:
+    """What this recipe would load and do (``dry_run=true``); loads nothing."""
+    import envs
+
+    s, p = cfg.sft, cfg.planner
+    return "\n".join([
+        f"dry run of train/sft.py {cfg.run_name!r}: the configuration is valid; nothing was loaded "
+        "(no weights, no datasets, no downloads)",
+        f"run         {Path(cfg.run_dir).resolve()} (sft/, sft_history.json, config.yaml; seed {cfg.seed})",
+        *envs.describe(cfg.env),
+        f"planner     {p.model} (arch {p.arch}, dtype {p.dtype}{', LoRA' if p.lora.enabled else ''})",
+        f"sft         {s.epochs} epochs on the train tasks' reference plans, lr {s.lr:g}, batch {s.batch_size}; "
+        "the fine-tuned planner saved to sft/",
+        f"eval        finetuned (constrained beam search, {cfg.eval.num_beams} beams) on "
+        f"{'+'.join(dict.fromkeys(cfg.eval.splits))}"])
 
 
 def main(argv: list[str] | None = None) -> None:
     cfg = load_config(sys.argv[1:] if argv is None else argv)
+    if cfg.dry_run:
+        print(describe(cfg))
+        return
     run = stages.start(cfg)
     envs = stages.build_envs(run)
     planner = stages.build_planner(run, envs)

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from envs.config import EnvConfigError
 from envs.config_fields import bound_errors, num
 
 SUITES = ("lite", "full")
@@ -26,33 +27,51 @@ BACKENDS = ("lite", "hf")
 _TOOL_ENTRY = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
 
-class EnvConfigError(ValueError):
-    """An env config that cannot run: a bad value, a suite/backend pair that does not exist, a
-    ``tools`` entry that is not importable or not callable. The message names the key."""
+__all__ = ["BACKENDS", "SUITES", "EnvConfigError", "OpenAGIEnvConfig"]  # (EnvConfigError: envs/config.py)
 
 
 @dataclass
 class OpenAGIEnvConfig:
+    """The OpenAGI env's settings, which are also its ``env:`` section of a run config."""
+
+    name: str = "openagi"
+    """Which registered env the section is for (envs/registry.py): openagi (the default) selects
+    these keys; travel selects the travel sandbox's (env.travel)."""
     suite: Literal["lite", "full"] = "lite"
+    """The task suite: lite (38 offline tasks on small stand-in tools) or full (the paper's 185 tasks
+    on hub data; needs backend: hf)."""
     backend: Literal["lite", "hf"] = "lite"
-    n_samples: int = num(20, gt=0)  # samples per task
-    samples_per_step: int = num(8, gt=0)  # samples a plan is scored on per training step
-    cache_mib: int = num(512, ge=0)  # execution-cache budget (0 disables the cache)
-    data_seed: int = num(0, ge=0)  # seeds the task samples (the split itself is persisted)
-    # backend "hf": HFBackendConfig settings (model_ids per tool, metric_models, device, dtype,
-    # memory_budget_gib, batch_size(s), max_new_tokens, ...; envs/openagi/hf/config.py)
+    """What runs the plans' tools: lite (the offline zoo) or hf (hub models per tool, set in env.hf)."""
+    n_samples: int = num(20, gt=0)
+    """Input / target samples per task; a plan's score is its mean metric over them."""
+    samples_per_step: int = num(8, gt=0)
+    """Samples each plan is scored on in an RLTF step, drawn afresh each step (the train split only;
+    evaluation uses all n_samples)."""
+    cache_mib: int = num(512, ge=0)
+    """Memory budget in MiB of the cache of tool executions shared by the plans (0: no cache)."""
+    data_seed: int = num(0, ge=0)
+    """Seeds which samples each task gets (the train / validation / test split itself is persisted
+    in envs/openagi/splits/)."""
     hf: dict[str, Any] = field(default_factory=dict)
-    # suite "full": the hub data is built once under data_dir (envs/openagi/hf/suite.py);
-    # datasets: per-source overrides {imagenet: {path, split, config, revision, streaming, columns}}
+    """backend: hf only: HFBackendConfig settings (model_ids per tool, metric_models, device, dtype,
+    memory_budget_gib, batch sizes, max_new_tokens, ...; envs/openagi/hf/config.py)."""
     data_dir: str = "data/openagi"
+    """suite: full only: the folder the hub data is built into once (envs/openagi/hf/suite.py) and
+    read from afterwards."""
     datasets: dict[str, Any] = field(default_factory=dict)
-    max_image_side: int = num(256, ge=16)  # full-suite images are shrunk to at most this many pixels
-    # extra tools: "package.module:callable" entries, each called with the env's ToolRegistry
-    # (register tools on it) when the env is built; the decoder, SFT, RLTF and evaluation all see them
+    """suite: full only: per-source overrides of the hub datasets, e.g.
+    {imagenet: {path, split, config, revision, streaming, columns}}."""
+    max_image_side: int = num(256, ge=16)
+    """suite: full only: images are shrunk so that their longer side is at most this many pixels."""
     tools: list[str] = field(default_factory=list)
+    """Extra tools: "package.module:callable" entries, each called with the env's ToolRegistry when
+    the env is built (to register tools on it); the decoder, SFT, RLTF and evaluation all see them."""
 
     def validate(self, section: str = "env") -> None:
         """Raise :class:`EnvConfigError` (keys named ``<section>.<key>``) for a config that cannot run."""
+        if self.name != "openagi":
+            raise EnvConfigError(f"bad value for '{section}.name': {self.name!r}; an OpenAGIEnvConfig is the "
+                                 "openagi env's section")
         for message in bound_errors(self, f"{section}."):
             raise EnvConfigError(message)
         for key, value, allowed in (("suite", self.suite, SUITES), ("backend", self.backend, BACKENDS)):

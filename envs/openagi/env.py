@@ -78,7 +78,11 @@ def _backend_registry(backend: str) -> ToolRegistry:
 
 
 class OpenAGIEnv(gym.Env):
+    """OpenAGI's tasks as an env; implements :class:`envs.protocol.RLTFEnv` (see the module docstring)."""
+
     metadata = {"render_modes": ["ansi"]}
+    headline = "overall"  # the results table column a run's last line reports
+    oracle_name = "oracle"  # the best plan by exhaustive search (envs/openagi/oracle.py)
 
     def __init__(
         self,
@@ -247,6 +251,61 @@ class OpenAGIEnv(gym.Env):
 
     def cache_stats(self):
         return self.cache.stats() if self.cache is not None else None
+
+    # ------------------------------------------------------------- the rltf env interface
+    # (envs/protocol.py: what each method must return)
+    def expert_failures(self, results: Sequence[PlanResult]) -> tuple[float, list[str]]:
+        """The fraction of executed samples (of valid plans) an expert failed on, and a warning per
+        tool that failed on every call of ``results`` (:func:`envs.openagi.diagnostics.expert_failures`)."""
+        from envs.openagi.diagnostics import expert_failures
+
+        return expert_failures(results)
+
+    def format_plan(self, plan: str | Plan) -> str:
+        """A plan in the canonical syntax (text is returned as it is)."""
+        return plan if isinstance(plan, str) else format_plan(plan)
+
+    def parse_free_text(self, task: int | str | Task, text: str) -> str | Plan:
+        """OpenAGI's mapping of free text onto a valid plan (MiniLM sentence similarity,
+        :func:`envs.openagi.freeform.map_free_text_to_plan`); the text itself when it maps onto none."""
+        from envs.openagi.freeform import map_free_text_to_plan
+
+        task = self.get_task(task)
+        try:
+            return map_free_text_to_plan(text, self.registry, (task.inputs, task.target), self.limits)
+        except PlanError:
+            return text  # scored as the invalid plan it is: 0
+
+    def plan_instructions(self) -> str:
+        """The registry's tools, one line each (name, input -> output modality, description), and the
+        plan syntax: what OpenAGI tells an LLM before a task."""
+        tools = "\n".join(f"- {t.name} ({' + '.join(t.inputs)} -> {t.output})"
+                           + (f": {t.description}" if t.description else "") for t in self.registry)
+        return ("Solve the task with a chain of these tools, each turning its input into its output:\n"
+                f"{tools}\nAnswer with the plan only: the tools in the order they run, separated by commas "
+                "(e.g. Image Denoising, Colorization). A task with several inputs: one chain per input in "
+                "parentheses, then the tool that joins them (e.g. (Image Classification) () Question Answering).")
+
+    def oracle_plans(self, tasks: Sequence[int | Task]) -> list[tuple[str, float]]:
+        """The best plan per task by exhaustive search up to this env's limits, with its reward
+        (:func:`envs.openagi.oracle.oracle_for_task`)."""
+        from envs.openagi.oracle import oracle_for_task
+
+        entries = [oracle_for_task(self, self.get_task(t)) for t in tasks]
+        return [(e.oracle_plan, e.oracle_score) for e in entries]
+
+    def table_columns(self, tasks: Sequence[Task], plans: dict[int, str]) -> dict[str, float]:
+        """``{}``: OpenAGI's table is the mean score per metric family and overall (the paper's Table 5)."""
+        return {}
+
+    def tokenizer_texts(self, task_ids: Sequence[int] | None = None) -> list[str]:
+        """The embedded tokenizer's texts: the train tasks of both suites' persisted splits, every
+        reference plan and every tool of this env's registry with its description
+        (:func:`envs.openagi.corpus.registry_texts`; the same for every run, so ``task_ids`` is not
+        needed: no held-out task of either suite is among them)."""
+        from envs.openagi.corpus import registry_texts
+
+        return registry_texts(self.registry)
 
     @staticmethod
     def _task_info(task: Task) -> dict[str, Any]:

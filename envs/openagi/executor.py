@@ -4,7 +4,9 @@ A linear plan ``A, B, C`` is run prefix by prefix: the outputs of ``A`` on every
 ``A, B``, ... Each prefix's outputs are cached under ``(sample uid, prefix)``, so another plan that
 starts with ``A, B`` reuses them. A nonlinear plan runs its branches (keyed per input), the join
 and the tail the same way. An expert that raises on a batch is retried sample by sample, so one
-bad sample fails alone; failures are reported, never cached, and score 0. The registry remembers
+bad sample fails alone; an output that is no usable value of the tool's output modality (None,
+NaN, an empty array, text for an image: :mod:`envs.openagi.outputs`) fails its sample the same
+way; failures are reported, never cached, and score 0. The registry remembers
 a tool's failures in a row (:class:`envs.openagi.registry.ToolHealth`): a tool failing every call
 is soon called once per batch (no per-sample retries), then not at all but for a probe call now
 and then, its samples failing at once with its last error; one success clears the record.
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envs.openagi.cache import ExecutionCache
+from envs.openagi.outputs import output_problem
 from envs.openagi.plans import LinearPlan, NonlinearPlan, Plan
 from envs.openagi.registry import PROBE_EVERY, ToolRegistry
 from envs.openagi.tasks import Sample
@@ -78,7 +81,7 @@ class PlanExecutor:
         health = self.registry.health(name)
         if not health.should_call():  # down: fail at once with the remembered error
             for idx in todo:
-                errors[idx] = (f"{name} raised {health.last_error} (not called: it produced nothing on its last "
+                errors[idx] = (f"{name} {health.last_error} (not called: it produced nothing on its last "
                                f"{health.failures} requests; it is tried again once every {PROBE_EVERY})")
             return out
         batch = [[a[i] for i in todo] for a in args]
@@ -97,8 +100,12 @@ class PlanExecutor:
                 except Exception as exc:  # an expert fault fails the sample, not the run
                     last_error = errors[idx] = f"{name} raised {_describe(exc)}"
                     results.append(None)
+        for pos, idx in enumerate(todo):  # an unusable output (None, NaN, wrong type...) fails its sample too
+            why = None if errors[idx] else output_problem(results[pos], tool.output)
+            if why is not None:
+                last_error = errors[idx] = f"{name} {why}"
         if last_error is not None and all(errors[idx] for idx in todo):
-            health.failed(last_error.removeprefix(f"{name} raised "))
+            health.failed(last_error.removeprefix(f"{name} "))  # "raised <error>" or "returned <what>"
         else:
             health.succeeded()
         for idx, val in zip(todo, results):

@@ -2,9 +2,26 @@
 feasible queries with a persisted split, the official evaluator's rules on indexed lookups, an
 exact minimum-cost solver, search tools, and the Gymnasium env ``TravelPlanner-Sandbox-v0``.
 
-Modules: ``sandbox`` (database: generate / export / load), ``index`` (dict lookups), ``query`` and
-``queries`` (queries, hub loader), ``split``, ``plans`` (plan text), ``evaluator`` (+ metrics),
-``reference_eval`` (a row-by-row DataFrame re-implementation, the speed baseline), ``solver``,
-``candidates`` (per-query entities for a grammar), ``tools`` (search tools), ``interchange``
-(export of queries and plans), ``env``.
+Modules, in layers: a module imports only from layers above it in this list (lower layers), never
+from one below (``tests/test_travel_layers.py`` checks every import statement, at any depth).
+
+1. words and formats: ``schema`` (file layout, columns, constraint vocabularies), ``vocab``,
+   ``geography``, ``text`` (entity strings, parsed as the official code does), ``verdicts``
+   (constraint names, a plan's evaluation)
+2. data: ``query`` (one query), ``plans`` (plan text), ``tasks``, ``sandbox`` (the database:
+   generate / export / load), ``config`` (the env's settings and the reward)
+3. ``index`` (dict lookups over the database)
+4. lookups per query: ``eval_mode``, ``tools`` (search tools), ``candidates`` (per-query entities
+   for a grammar), ``meal_costs``
+5. rules and costs: ``commonsense``, ``hard_rules``, ``route_costs``
+6. ``evaluator`` (+ metrics), ``solver`` (exact minimum cost), ``grammar`` (constrained decoding),
+   ``row_by_row_eval`` (a row-by-row DataFrame re-implementation of the official evaluator, the
+   speed baseline and the agreement check)
+7. ``queries`` (the query generator, which prices each query with the solver, and the hub
+   loader), ``simple_planners`` (greedy / random / perturbed plans for tests and benchmarks)
+8. ``split`` (the persisted train / validation / test split)
+9. ``interchange`` (export of the database, queries and plans in the official files)
+10. ``env``, then ``factory``
+11. command lines, each its package's ``__main__``: ``python -m envs.travel.solver``,
+    ``python -m envs.travel.sandbox --export DIR``, ``python -m envs.travel.split``
 """

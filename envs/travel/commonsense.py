@@ -125,10 +125,10 @@ class CommonsenseRules(EvalMode):
                 return fail(why or f"day {i + 1}: no city")
             t = as_text(u.get("transportation"))
             if filled(t):
-                for city in cities:
-                    if city not in t:
-                        return fail(f"The transportation in day {i + 1} is invalid city choice: "
-                                    f"{city} is not in {t!r}.")
+                city = self._first_missing(cities, t)
+                if city is not None:
+                    return fail(f"The transportation in day {i + 1} is invalid city choice: "
+                                f"{city} is not in {t!r}.")
             for meal in MEALS:
                 v = as_text(u.get(meal))
                 if filled(v) and not self._in_cities(v, cities):

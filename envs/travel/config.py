@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from envs.config_fields import bound_errors, num
+from envs.travel.verdicts import COMMONSENSE, PlanEvaluation
 
 LEVELS = ("easy", "medium", "hard")
 DAYS = (3, 5, 7)
@@ -30,26 +31,72 @@ class TravelConfigError(ValueError):
 
 @dataclass
 class RewardSettings:
-    """The shaped reward's weights (:class:`envs.travel.env.RewardWeights`)."""
+    """The shaped reward, defined once: its weights and its formula (:meth:`reward`), which the env
+    (``TravelPlannerEnv(reward_weights=...)``), the factory and the run config share. A delivered
+    plan's reward is the weighted mean of the three terms below (a plan that is not delivered
+    scores 0); the weights need not sum to 1, only to more than 0."""
 
     final_pass: float = num(0.5, ge=0)
+    """Weight of final pass: 1 when the plan meets every commonsense and hard constraint, else 0."""
     commonsense: float = num(0.25, ge=0)
+    """Weight of the fraction of the commonsense constraints the plan meets."""
     hard: float = num(0.25, ge=0)
+    """Weight of the fraction of the query's applicable hard constraints (budget, cuisine, room rules,
+    transport, ...) the plan meets."""
+
+    def validate(self, section: str = "reward") -> None:
+        """Raise :class:`TravelConfigError` (a ``ValueError``) naming ``<section>.<key>`` for weights
+        that cannot score: negative, not finite, or summing to 0."""
+        for message in bound_errors(self, f"{section}."):
+            raise TravelConfigError(message)
+        if self.final_pass + self.commonsense + self.hard <= 0:
+            raise TravelConfigError(f"'{section}' weights sum to 0; expected a positive sum")
+
+    def reward(self, ev: PlanEvaluation) -> float:
+        """The plan's reward in [0, 1]: ``(final_pass * passed all + commonsense * commonsense passed /
+        len(COMMONSENSE) + hard * hard passed / hard set) / (sum of the weights)``, where the hard set
+        counts the budget plus the local constraints the query sets (hard constraints not judged count
+        as failed); 0 for a plan that is not delivered."""
+        if not ev.delivered:
+            return 0.0
+        r = (self.final_pass * float(ev.final_pass) + self.commonsense * ev.commonsense_passed / len(COMMONSENSE)
+             + self.hard * ev.hard_passed / max(1, ev.hard_applicable))
+        return float(r / (self.final_pass + self.commonsense + self.hard))
+
+    def formula(self) -> str:
+        """The reward with these weights, as text (what ``describe`` prints)."""
+        return (f"({self.final_pass:g}*final pass + {self.commonsense:g}*commonsense passed/{len(COMMONSENSE)} + "
+                f"{self.hard:g}*hard passed/set) / {self.final_pass + self.commonsense + self.hard:g}")
 
 
 @dataclass
 class TravelEnvConfig:
-    seed: int = num(0, ge=0)  # the synthetic sandbox + queries; the split is persisted per seed
-    days: list[int] = field(default_factory=lambda: list(DAYS))  # keep queries of these lengths
-    levels: list[str] = field(default_factory=lambda: list(LEVELS))  # keep queries of these levels
-    max_attractions: int = num(2, ge=1)  # attractions per stay day in the plan grammar
+    """The travel sandbox's settings (``env.travel``): which sandbox and queries, the plan grammar,
+    the reward."""
+
+    seed: int = num(0, ge=0)
+    """Seeds the synthetic sandbox and its queries (the real benchmark: its queries' split); the
+    train / validation / test split is persisted per seed in envs/travel/splits/."""
+    days: list[int] = field(default_factory=lambda: list(DAYS))
+    """Keep only queries of these trip lengths in days: any of 3, 5, 7."""
+    levels: list[str] = field(default_factory=lambda: list(LEVELS))
+    """Keep only queries of these difficulty levels: any of easy, medium, hard."""
+    max_attractions: int = num(2, ge=1)
+    """The most attractions the plan grammar allows per stay day (1 to this many)."""
     reward: RewardSettings = field(default_factory=RewardSettings)
-    official_quirks: bool = False  # reproduce the official evaluator's known bugs (envs/travel/eval_mode.py)
-    # the real benchmark: the public repository's database CSVs, and the queries of the hub dataset
-    # (or a local copy in its columns); its queries are split train/validation/test by `seed`
+    """The weights of the shaped reward's terms."""
+    official_quirks: bool = False
+    """Score plans as the official evaluator's code does, known bugs included
+    (envs/travel/eval_mode.py); false: the rules as intended."""
     database_dir: Optional[str] = None
+    """The real benchmark: the folder of the public TravelPlanner repository's database CSVs (its
+    queries come from queries_source); null: the synthetic sandbox built from seed."""
     queries_source: str = "osunlp/TravelPlanner"
+    """database_dir set: the hub dataset id the queries are read from (the local cache), or a local
+    copy in its columns."""
     queries_split: str = "validation"
+    """database_dir set: the split of queries_source that is read (then split train / validation /
+    test by seed)."""
 
     def validate(self, section: str = "env.travel") -> None:
         for message in bound_errors(self, f"{section}."):
@@ -62,11 +109,4 @@ class TravelEnvConfig:
         if not self.levels or bad_levels:
             raise TravelConfigError(f"bad value for '{section}.levels': {list(self.levels)!r}; expected a "
                                     f"non-empty list drawn from {list(LEVELS)}")
-        r = self.reward
-        if r.final_pass + r.commonsense + r.hard <= 0:
-            raise TravelConfigError(f"'{section}.reward' weights sum to 0; expected a positive sum")
-
-    def reward_weights(self):
-        from envs.travel.env import RewardWeights
-
-        return RewardWeights(self.reward.final_pass, self.reward.commonsense, self.reward.hard)
+        self.reward.validate(f"{section}.reward")

@@ -5,14 +5,15 @@ natural-language text; ``info`` holds the structured query. ``step(plan_text)`` 
 the official rules (:mod:`envs.travel.evaluator`) and ends the episode. Text that is not a plan
 scores 0 with the reason in ``info["error"]``; nothing a planner emits can crash the env.
 
-Reward (:class:`RewardWeights`, configurable), in [0, 1]::
+Reward (:meth:`envs.travel.config.RewardSettings.reward`, weights configurable), in [0, 1]::
 
-    reward = (w_pass * final_pass + w_commonsense * commonsense_passed / 8
+    reward = (w_pass * final_pass + w_commonsense * commonsense_passed / len(COMMONSENSE)
               + w_hard * hard_passed / hard_set) / (w_pass + w_commonsense + w_hard)
 
-where ``hard_set`` counts the budget plus the local constraints the query sets, and hard
-constraints that are not judged (plan incomplete or outside the sandbox) count as failed.
-Defaults 0.5 / 0.25 / 0.25: a plan that passes everything scores 1, an undelivered one 0.
+where ``COMMONSENSE`` lists the 8 commonsense constraints, ``hard_set`` counts the budget plus the
+local constraints the query sets, and hard constraints that are not judged (plan incomplete or
+outside the sandbox) count as failed. Defaults 0.5 / 0.25 / 0.25: a plan that passes everything
+scores 1, an undelivered one 0.
 
 For RL, :meth:`TravelPlannerEnv.score` scores many (query, plan) pairs in one call. Planners that
 look things up use :attr:`TravelPlannerEnv.tools` (flights, restaurants, accommodations,
@@ -38,9 +39,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.travel.config import RewardSettings
 from envs.travel.evaluator import PlanEvaluation, TravelEvaluator, summarize
 from envs.travel.index import SandboxIndex
-from envs.travel.plans import format_plan
+from envs.travel.plans import MAX_PLAN_CHARS, format_plan
 from envs.travel.query import TravelQuery
 from envs.travel.tasks import TravelTask
 
@@ -49,25 +51,6 @@ CHARSET = frozenset(string.printable)
 TABLE_COLUMNS = {"delivery_rate": "delivery", "commonsense_micro": "commonsense micro",
                  "commonsense_macro": "commonsense macro", "hard_micro": "hard micro",
                  "hard_macro": "hard macro", "final_pass": "final pass"}
-
-
-@dataclass(frozen=True)
-class RewardWeights:
-    final_pass: float = 0.5
-    commonsense: float = 0.25
-    hard: float = 0.25
-
-    def __post_init__(self):
-        ws = (self.final_pass, self.commonsense, self.hard)
-        if any(w < 0 for w in ws) or sum(ws) <= 0:
-            raise ValueError(f"reward weights must be >= 0 with a positive sum, got {ws}")
-
-    def reward(self, ev: PlanEvaluation) -> float:
-        if not ev.delivered:
-            return 0.0
-        r = (self.final_pass * float(ev.final_pass) + self.commonsense * ev.commonsense_passed / 8
-             + self.hard * ev.hard_passed / max(1, ev.hard_applicable))
-        return float(r / (self.final_pass + self.commonsense + self.hard))
 
 
 @dataclass
@@ -109,7 +92,7 @@ class TravelPlannerEnv(gym.Env):
         self,
         split: str = "train",
         seed: int = 0,
-        reward_weights: RewardWeights | dict | None = None,
+        reward_weights: RewardSettings | dict | None = None,
         official_quirks: bool = False,
         database_dir: str | Path | None = None,
         queries_source: str | Path | None = None,
@@ -153,8 +136,9 @@ class TravelPlannerEnv(gym.Env):
             self.query_ids = list(query_ids)
         self.split = split
         if isinstance(reward_weights, dict):
-            reward_weights = RewardWeights(**reward_weights)
-        self.weights = reward_weights or RewardWeights()
+            reward_weights = RewardSettings(**reward_weights)
+        self.weights = reward_weights or RewardSettings()
+        self.weights.validate("reward_weights")
         self.evaluator = TravelEvaluator(self.index, official_quirks=official_quirks)
         self.render_mode = render_mode
         self.observation_space = spaces.Text(max_length=4096, charset=CHARSET)
@@ -225,7 +209,12 @@ class TravelPlannerEnv(gym.Env):
             except Exception as exc:  # defensive: a plan must never crash the env
                 ev = PlanEvaluation(q.id, False, f"{type(exc).__name__}: {exc}", "internal",
                                     hard_applicable=q.hard_constraint_count)
-            text = plan if isinstance(plan, str) else _safe_format(plan)
+            if isinstance(plan, str):
+                text = plan
+            elif ev.error_reason == "too_long":  # not written out: its size is the problem
+                text = f"<plan given as day records, over {MAX_PLAN_CHARS:,} characters: {ev.error}>"
+            else:
+                text = _safe_format(plan)
             out.append(TravelResult(q.id, text, self.weights.reward(ev), ev))
         return out
 
@@ -277,6 +266,38 @@ class TravelPlannerEnv(gym.Env):
         if t.reference_plan is None:
             return "", 0.0
         return t.reference_plan, self.reward_plans([(t, t.reference_plan)])[0].reward
+
+    def plan_instructions(self) -> str:
+        """The plan's format (:mod:`envs.travel.plans`): a JSON list of day records and their fields."""
+        from envs.travel.schema import PLAN_FIELDS
+
+        fields = ", ".join(f'"{f}"' for f in PLAN_FIELDS)
+        return ("Plan the trip with the flights, restaurants, attractions and accommodations of the sandbox. "
+                'Answer with the plan only: a JSON list with one record per day, each with "days" (the day '
+                f"number) and {fields}; "
+                '"-" for a field with nothing to do, e.g. {"days": 1, "current_city": "from A to B", '
+                '"transportation": "Flight Number: F0123, from A to B", "breakfast": "-", '
+                '"attraction": "X, B;", "lunch": "-", "dinner": "Y, B", "accommodation": "Z, B"}.')
+
+    def oracle_plans(self, tasks: Sequence[int | TravelTask]) -> list[tuple[str, float]]:
+        """:meth:`oracle` of every task: the solver's plans and their rewards."""
+        return [self.oracle(t) for t in tasks]
+
+    def expert_failures(self, results: Sequence[TravelResult]) -> tuple[float, list[str]]:
+        """``(0.0, [])``: nothing is executed (the evaluator reads the sandbox's tables), so no part of
+        the env can fail the way an expert does; a rule a plan breaks is the plan's fault, in its
+        reward. Computed from ``sample_errors`` all the same (empty on every travel result)."""
+        executed = [e for r in results if r.valid for e in r.sample_errors]
+        failed = sum(e is not None for e in executed)
+        return (failed / len(executed) if executed else 0.0), []
+
+    def format_plan(self, plan: Any) -> str:
+        """A plan as the text a planner writes (text is returned as it is)."""
+        return plan if isinstance(plan, str) else _safe_format(plan)
+
+    def parse_free_text(self, task: Any, text: str) -> str:
+        """The text itself: the evaluator parses a plan text (unparsable text scores 0)."""
+        return text
 
     def metrics(self, pairs: Sequence[tuple[int | str | TravelQuery, Any]]) -> dict[str, float]:
         """The official metrics (delivery, commonsense / hard micro and macro, final pass)."""

@@ -51,5 +51,16 @@ class EvalMode:
         """Quirk mode: any of the cities (or letters) occurs in the text; else the entity's own city
         is one of them."""
         if self.quirks:
+            if isinstance(cities, str):  # letter by letter: one set test, not a scan per letter
+                return not set(cities).isdisjoint(text)
             return any(c in text for c in cities)
         return name_city(text)[1] in cities
+
+    @staticmethod
+    def _first_missing(cities, text: str) -> str | None:
+        """The first of the day's cities (quirk mode's plain city: the first letter) that does not
+        occur in ``text``; None when all do."""
+        if isinstance(cities, str):
+            present = set(text)
+            return next((c for c in cities if c not in present), None)
+        return next((c for c in cities if c not in text), None)

@@ -10,19 +10,33 @@ Every failed constraint carries its reason (the day and the entity).
 
 Two modes:
 
-* ``official_quirks=True`` reproduces the official code's verdicts byte for byte, including its
-  slips: (1) entity names match by substring (the first row of the city whose name *contains* the
-  plan's name); (2) in "within current city" a non-travel day's city is iterated character by
+* ``official_quirks=True`` reproduces the current official code's verdicts byte for byte, including
+  its slips: (1) entity names match by substring (the first row of the city whose name *contains*
+  the plan's name); (2) in "within current city" a non-travel day's city is iterated character by
   character (any one letter of the city in the entity string passes); (3) the attraction list drops
-  whatever follows the last ';' (``split(';')[:-1]``) and is not stripped; (4) the house rule
-  'parties' is never violated (the code tests the misspelt 'parities'); (5) a meal in the origin
-  city skips the rest of that day's meals in the cuisine check; (6) the hard transportation rule
-  is case-sensitive ('Flight', 'Self-driving'). Use it to reproduce leaderboard numbers.
+  whatever follows the last ';' (``split(';')[:-1]``) and is not stripped; (4) a meal in the origin
+  city skips the rest of that day's meals in the cuisine check, and the cuisine rule passes when
+  as many cuisines are found as the query lists; (5) the hard transportation rule is case-sensitive
+  ('Flight', 'Self-driving'); (6) a flight's date is not checked. Use it to reproduce leaderboard
+  numbers.
 * ``official_quirks=False`` (default, the reward for RL) applies the rules as intended: exact
   entity names, the entity's own city must be one of the day's cities, attractions are the
-  non-empty ';'-separated items, all five house rules are checked, only origin-city meals are
-  skipped for cuisine, transport modes are matched case-insensitively, and a flight must fly on
-  the day it is used (the official code does not look at the flight's date).
+  non-empty ';'-separated items, only origin-city meals are skipped for cuisine and every wanted
+  cuisine must be served, transport modes are matched case-insensitively, and a flight must fly on
+  the day it is used.
+
+Both modes check all five house rules. The official ``hard_constraint.py`` tested the misspelt
+'parities' until 2024-04-26, so 'parties' never failed there; its current code fails 'parties' on a
+'No parties' accommodation, and so does this evaluator (``official_quirks`` no longer reproduces
+the typo).
+
+Checked against the official code of OSU-NLP-Group/TravelPlanner at these commits:
+``evaluation/commonsense_constraint.py`` at 3038ffd4aae5266cf5595c905f8bb4011cb39f86 -- quirks (1),
+(2), (3), (6) and the eight commonsense rules; ``evaluation/hard_constraint.py`` at
+ed379c497eb8e4d12a3fc988f6f1efb84982499f -- quirks (1), (4), (5), the five hard rules and the house
+rules ('No parties' for 'parties'); ``evaluation/eval.py`` at
+24e017eb10004b83e6a543eb61bd54638c2a2be8 -- which constraints are judged when, and the metrics.
+The text parsers (``text.py``) reproduce the official regular expressions of those files.
 
 Where the official code would crash (e.g. 'from' without 'to', a flight without 'Flight Number: '),
 the constraint fails with that reason instead.

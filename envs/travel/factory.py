@@ -70,7 +70,7 @@ def make_envs(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> tupl
     config.validate()
     index, queries = _all_queries(config)
     parts = split_ids(config, queries)
-    common = dict(seed=config.seed, reward_weights=config.reward_weights(), official_quirks=config.official_quirks,
+    common = dict(seed=config.seed, reward_weights=config.reward, official_quirks=config.official_quirks,
                   max_attractions=config.max_attractions, index=index, queries=queries)
     held_out_ids = [i for part in ("train", "validation", "test") for i in parts[part]]
     return (TravelPlannerEnv("train", query_ids=parts["train"], **common),
@@ -86,7 +86,7 @@ def make_env(config: TravelEnvConfig | Mapping[str, Any] | None = None, split: s
     ids = [i for p in ("train", "validation", "test") for i in parts[p]] if split == "all" else parts.get(split)
     if ids is None:
         raise TravelConfigError(f"unknown split {split!r}; expected train, validation, test or all")
-    return TravelPlannerEnv(split, seed=config.seed, reward_weights=config.reward_weights(),
+    return TravelPlannerEnv(split, seed=config.seed, reward_weights=config.reward,
                             official_quirks=config.official_quirks, max_attractions=config.max_attractions,
                             index=index, queries=queries, query_ids=ids)
 
@@ -100,10 +100,8 @@ def describe_env(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> l
                  f"({config.queries_split}), split by seed {config.seed}")
     else:
         where = f"the synthetic sandbox of seed {config.seed} (split envs/travel/splits/seed{config.seed}.json)"
-    r = config.reward
     return [f"env         travel: {where}",
             f"            queries of {config.days} days, levels {config.levels}; plan grammar with at most "
             f"{config.max_attractions} attractions per stay day",
-            f"            reward = ({r.final_pass:g}*final pass + {r.commonsense:g}*commonsense passed/8 + "
-            f"{r.hard:g}*hard passed/set) / {r.final_pass + r.commonsense + r.hard:g}"
+            f"            reward = {config.reward.formula()}"
             + ("; the official evaluator's quirks reproduced" if config.official_quirks else "")]

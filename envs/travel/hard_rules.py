@@ -13,18 +13,9 @@ from envs.travel.eval_mode import EvalMode
 from envs.travel.index import Hotel
 from envs.travel.plans import Plan
 from envs.travel.query import TravelQuery
-from envs.travel.schema import HOUSE_RULE_TEXT, MEALS, SELF_DRIVING_PER_CAR, TAXI_PER_CAR
+from envs.travel.schema import HOUSE_RULE_TEXT, MEALS, ROOM_TYPE_OK, SELF_DRIVING_PER_CAR, TAXI_PER_CAR
 from envs.travel.text import as_text, before_paren, filled, flight_number, from_to, name_city
 from envs.travel.verdicts import NOT_SET, PASS, Verdict, fail, money_text
-
-# a query's room type -> whether a hotel's room type satisfies it (also the solver's filter)
-ROOM_TYPE_OK = {
-    "not shared room": lambda t: t != "Shared room",
-    "shared room": lambda t: t == "Shared room",
-    "private room": lambda t: t == "Private room",
-    "entire room": lambda t: t == "Entire home/apt",
-}
-
 
 class HardRules(EvalMode):
     """The hard checks, each ``(query, days) -> Verdict``, and :meth:`total_cost`."""
@@ -76,8 +67,6 @@ class HardRules(EvalMode):
         if rule is None:
             return NOT_SET
         banned = HOUSE_RULE_TEXT.get(rule)
-        if self.quirks and rule == "parties":
-            banned = None  # the official code compares against the misspelt 'parities'
         hit = self._first_hotel(days, lambda h: banned in h.house_rules) if banned else None
         if hit is None:
             return PASS

@@ -12,18 +12,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from envs.travel.candidates import query_candidates
 from envs.travel.index import SandboxIndex
 from envs.travel.plans import Plan
+from envs.travel.queries import default_queries, generate_queries
 from envs.travel.query import TravelQuery
 from envs.travel.sandbox import SandboxDB, export_database
+from envs.travel.solver import TravelSolver
+from envs.travel.split import SPLITS, load_split, make_split
+from envs.travel.tools import TravelTools
 
 
 def reference_information(index: SandboxIndex, q: TravelQuery, tools=None) -> str:
     """The hub's ``reference_information`` column: the tool outputs a planner would collect
     (a Python-literal list of {"Description", "Content"})."""
-    from envs.travel.candidates import query_candidates
-    from envs.travel.tools import TravelTools
-
     tools = tools or TravelTools(index)
     cand = query_candidates(index, q)
     notes = []
@@ -43,8 +45,6 @@ def reference_information(index: SandboxIndex, q: TravelQuery, tools=None) -> st
 
 def queries_frame(queries: Sequence[TravelQuery], index: SandboxIndex | None = None,
                   plans: dict[int, Plan] | None = None) -> pd.DataFrame:
-    from envs.travel.tools import TravelTools
-
     tools = TravelTools(index) if index is not None else None
     rows = []
     for q in queries:
@@ -72,10 +72,6 @@ def read_submission(path: str | Path) -> list[dict]:
 def export_all(db: SandboxDB, out_dir: str | Path, seed: int = 0, with_plans: bool = True,
                reference_info: bool = True) -> list[Path]:
     """database/, queries/{split}.csv and (with_plans) plans/solver_{split}.jsonl under out_dir."""
-    from envs.travel.queries import default_queries, generate_queries
-    from envs.travel.solver import TravelSolver
-    from envs.travel.split import SPLITS, load_split, make_split
-
     out = Path(out_dir)
     written = [export_database(db, out)]
     index, queries = default_queries(seed)

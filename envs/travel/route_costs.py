@@ -9,11 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from envs.travel.hard_rules import ROOM_TYPE_OK
 from envs.travel.index import Hotel, SandboxIndex
 from envs.travel.meal_costs import INF, MealCosts
 from envs.travel.query import TravelQuery
-from envs.travel.schema import HOUSE_RULE_TEXT, SELF_DRIVING_PER_CAR, TAXI_PER_CAR
+from envs.travel.schema import HOUSE_RULE_TEXT, ROOM_TYPE_OK, SELF_DRIVING_PER_CAR, TAXI_PER_CAR
 from envs.travel.text import flight_text, ground_text
 
 

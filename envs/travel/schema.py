@@ -57,6 +57,14 @@ ROOM_TYPES = ("Entire home/apt", "Private room", "Shared room")
 HOUSE_RULES = ("smoking", "parties", "children under 10", "visitors", "pets")
 HOUSE_RULE_TEXT = {r: f"No {r}" for r in HOUSE_RULES}
 ROOM_TYPE_CONSTRAINTS = ("entire room", "private room", "shared room", "not shared room")
+# a query's room type -> whether a hotel's room type satisfies it (the official hard rule; the
+# evaluator's check and the solver's filter)
+ROOM_TYPE_OK = {
+    "not shared room": lambda t: t != "Shared room",
+    "shared room": lambda t: t == "Shared room",
+    "private room": lambda t: t == "Private room",
+    "entire room": lambda t: t == "Entire home/apt",
+}
 TRANSPORT_CONSTRAINTS = ("no flight", "no self-driving")
 QUERY_CUISINES = ("Chinese", "American", "Italian", "Mexican", "Indian", "Mediterranean", "French")
 OTHER_CUISINES = ("Cafe", "Bakery", "Desserts", "Pizza", "Fast Food", "BBQ", "Seafood", "Tea")

@@ -1,9 +1,13 @@
 """Entity strings of a plan: how the official evaluator splits "Name, City", "from A to B",
 "Flight Number: F..., ..." and parenthesised states, and how the sandbox formats them.
 
-The regular expressions reproduce the official parsing behaviour (``utils/func.py`` and the
-evaluation scripts of OSU-NLP-Group/TravelPlanner) because verdicts depend on it: for example a
-name is everything before the *last* comma, and "from A to B" ends at the first comma.
+The parsers reproduce the official parsing behaviour (``utils/func.py`` and the evaluation scripts
+of OSU-NLP-Group/TravelPlanner) because verdicts depend on it: for example a name is everything
+before the *last* comma, and "from A to B" ends at the first comma. The official code matches
+backtracking regular expressions, which cost time quadratic in a field's length (the name-city
+pattern on a text without a comma, the from-to pattern on many 'from's without a 'to'); the same
+results come here from string scans in linear time. Each function names the official pattern it
+reproduces; ``tests/test_travel_text.py`` checks them against it.
 """
 
 from __future__ import annotations
@@ -11,10 +15,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_FROM_TO = re.compile(r"from\s+(.+?)\s+to\s+([^,]+)(?=[,\s]|$)")
-_PAREN = re.compile(r"^(.*?)\([^)]*\)")
-_NAME_CITY = re.compile(r"(.*?),\s*([^,]+)(\(\w[\w\s]*\))?$")
 FLIGHT_TAG = "Flight Number: "
+# the official 'from A to B' pattern: on a text of at most _SHORT characters its backtracking costs
+# little (the quadratic term is bounded) and it is faster than a scan written in Python
+_FROM_TO = re.compile(r"from\s+(.+?)\s+to\s+([^,]+)(?=[,\s]|$)")
+_SHORT = 256
+# a valid 'to' of 'from A to B': whitespace, 'to', whitespace, then anything but a comma
+_TO = re.compile(r"\sto\s[^,]")
 
 
 def as_text(value: Any) -> str:
@@ -30,21 +37,102 @@ def filled(value: Any) -> bool:
 
 
 def from_to(text: str) -> tuple[str | None, str | None]:
-    m = _FROM_TO.search(text)
-    return (m.group(1), m.group(2)) if m else (None, None)
+    """'... from A to B, ...' -> (A, B), (None, None) when there is none: the groups of the official
+    ``re.search(r"from\\s+(.+?)\\s+to\\s+([^,]+)(?=[,\\s]|$)", text)`` -- that search itself on a
+    short text, :func:`from_to_scan` (linear time) on a longer one."""
+    if len(text) <= _SHORT:
+        m = _FROM_TO.search(text)
+        return (m.group(1), m.group(2)) if m else (None, None)
+    return from_to_scan(text)
+
+
+def from_to_scan(text: str) -> tuple[str | None, str | None]:
+    """:func:`from_to` by a scan in linear time.
+
+    The official pattern's first match is at the first 'from' followed by whitespace for which an A
+    exists. A is the shortest non-empty run without a newline, after the whitespace that follows
+    'from' (taken greedily, given back one character at a time), that is followed by a valid 'to'
+    (whitespace, 'to', whitespace, then not a comma); B runs from there to the next comma or the end."""
+    n = len(text)
+    found = [-1, n + 1]  # the first valid 'to' (its leading whitespace) at or after found[1]
+    run_start: dict[int, int] = {}  # a valid 'to' -> where the whitespace run before it starts
+
+    def first_to(lo: int) -> int:
+        """The first position q >= lo where r'\\s+to\\s[^,]' matches (-1: none): each search result
+        serves every later ``lo`` up to it, so all the searches together scan the text once."""
+        if not (found[1] <= lo and (found[0] < 0 or lo <= found[0])):
+            m = _TO.search(text, lo)
+            found[:] = [m.start() if m else -1, lo]
+        at = found[0]
+        if at < 0:
+            return -1
+        if at not in run_start:
+            r = at
+            while r > 0 and text[r - 1].isspace():
+                r -= 1
+            run_start[at] = r
+        return max(run_start[at], lo)
+
+    newline = -1  # the first newline at or after the current A's start (n: none)
+    s = text.find("from")
+    while s >= 0:
+        f = s + 4
+        w = f
+        while w < n and text[w].isspace():
+            w += 1
+        if w > f:  # 'from' is followed by whitespace: A starts after all of it, or gives some back
+            q = first_to(w + 1)
+            if newline < w:
+                newline = text.find("\n", w)
+                newline = n if newline < 0 else newline
+            if q >= 0 and q <= newline:  # A = text[w:q] holds no newline
+                return text[w:q], _after_to(text, q)
+            # giving back whitespace only helps when the run itself leads into a valid 'to': then A
+            # is one whitespace character inside it, the last one that is not a newline
+            if w - f >= 3 and _TO.match(text, w - 1):
+                for a in range(w - 2, f, -1):
+                    if text[a] != "\n":
+                        return text[a], _after_to(text, a + 1)
+        s = text.find("from", f)
+    return None, None
+
+
+def _after_to(text: str, q: int) -> str:
+    """B of 'from A to B' when A ends at ``q`` (whitespace before a valid 'to'): from after the
+    whitespace that follows 'to' (one character of it given back when a comma or the end comes
+    next) to the next comma or the end."""
+    n = len(text)
+    t = q
+    while text[t].isspace():
+        t += 1
+    e = t + 2  # after 'to'
+    while e < n and text[e].isspace():
+        e += 1
+    start = e if e < n and text[e] != "," else e - 1
+    end = text.find(",", start)
+    return text[start:] if end < 0 else text[start:end]
 
 
 def before_paren(text: str) -> str:
-    m = _PAREN.search(text)
-    return m.group(1) if m else text
+    """The text before the first '(' if it is on the first line and a ')' follows it, else the
+    text: ``re.search(r"^(.*?)\\([^)]*\\)", text)`` of the official ``extract_before_parenthesis``,
+    in linear time."""
+    j = text.find("(")
+    if j < 0 or text.find(")", j + 1) < 0 or "\n" in text[:j]:
+        return text
+    return text[:j]
 
 
 def name_city(text: str) -> tuple[str, str]:
-    """'Name, City' -> (name, city): the city is after the last comma; ('-', '-') if no comma."""
-    m = _NAME_CITY.search(text)
-    if not m:
+    """'Name, City' -> (name, city): the city is after the last comma (its parenthesised state
+    dropped), the name is the text before that comma on its line; ('-', '-') when there is no comma
+    or nothing follows the last one. The stripped groups of the official ``get_valid_name_city``'s
+    ``re.search(r"(.*?),\\s*([^,]+)(\\(\\w[\\w\\s]*\\))?$", text)``, in linear time."""
+    i = text.rfind(",")
+    if i < 0 or i == len(text) - 1:
         return "-", "-"
-    return m.group(1).strip(), before_paren(m.group(2).strip()).strip()
+    start = text.rfind("\n", 0, i) + 1
+    return text[start:i].strip(), before_paren(text[i + 1:].strip()).strip()
 
 
 def flight_number(text: str) -> str | None:

@@ -50,8 +50,8 @@ import torch
 from transformers.trainer_callback import PrinterCallback, TrainerCallback
 
 from constrained_decoding.prompts import format_prompt
-from envs.openagi.env import OpenAGIEnv
-from envs.openagi.tasks import Task
+from envs.openagi.plans import format_plan
+from envs.protocol import RLTFEnv, Task
 from rltf.evaluation import schemas as ev
 from rltf.config.loading import RunConfig
 from rltf.config.sections import GrpoSettings
@@ -80,7 +80,7 @@ class EnvReward:
 
     __name__ = "env_reward"
 
-    def __init__(self, env: OpenAGIEnv, seed: int = 0, process_index: int = 0):
+    def __init__(self, env: RLTFEnv, seed: int = 0, process_index: int = 0):
         self.env, self.seed, self.process_index = env, seed, process_index
         self.calls: list[RewardCall] = []
 
@@ -134,7 +134,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | os.PathLike, grpo: GrpoSettings 
     return GRPOConfig(**kw)
 
 
-def make_grpo_trainer(cfg: RunConfig, planner: Planner, env: OpenAGIEnv, tasks: Sequence[Task],
+def make_grpo_trainer(cfg: RunConfig, planner: Planner, env: RLTFEnv, tasks: Sequence[Task],
                       output_dir: str | os.PathLike, grpo: GrpoSettings | None = None,
                       reference_dir: str | os.PathLike | None = None, callbacks=None, **overrides):
     """A ``GRPOTrainer`` training ``planner.model`` in place on ``tasks`` with :class:`EnvReward`
@@ -217,7 +217,7 @@ def reward_history(trainer) -> list[dict]:
 def text_finetune(planner: Planner, tasks: Sequence[Task], *, epochs: int, lr: float, batch_size: int, seed: int,
                   max_grad_norm: float = 1.0) -> list[dict]:
     """Unconstrained supervised fine-tuning of a causal planner: mean token NLL of each task's
-    canonical reference plan text (:func:`rltf.evaluation.schemas.plan_text`) and EOS after its prompt (BOS,
+    canonical reference plan text (:func:`envs.openagi.plans.format_plan`: GRPO is OpenAGI's baseline) and EOS after its prompt (BOS,
     description, ``"\\nPlan:"``), prompt tokens unscored; one process, the batch order of
     :mod:`rltf.rl.sft` (a permutation seeded by ``(seed, epoch)``). Returns one row per epoch
     (``sft/nll``)."""
@@ -229,7 +229,7 @@ def text_finetune(planner: Planner, tasks: Sequence[Task], *, epochs: int, lr: f
     model, tok = planner.model, planner.tokenizer
     tasks = list(tasks)
     prompts = encode_prompts(tok, [t.description for t in tasks], False)
-    plans = tok([ev.plan_text(t.reference_plan) for t in tasks], add_special_tokens=False)["input_ids"]
+    plans = tok([format_plan(t.reference_plan) for t in tasks], add_special_tokens=False)["input_ids"]
     rows = [(p, list(x) + [tok.eos_token_id]) for p, x in zip(prompts, plans)]
     steps_per_epoch = -(-len(tasks) // batch_size)
     optimizer, scheduler = make_optimizer(model, lr, epochs * steps_per_epoch)
@@ -276,7 +276,7 @@ class FreeTextResult:
         return float(np.mean(list(self.valid.values()))) if self.valid else 0.0
 
 
-def free_text_schema(name: str, planner: Planner, env: OpenAGIEnv, tasks: Sequence[Task],
+def free_text_schema(name: str, planner: Planner, env: RLTFEnv, tasks: Sequence[Task],
                      max_new_tokens: int = 64) -> FreeTextResult:
     """Greedy unconstrained text (:func:`rltf.evaluation.schemas.free_text`) parsed as a plan as written and
     scored on all of each task's samples by ``env`` (invalid text scores 0)."""

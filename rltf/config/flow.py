@@ -40,23 +40,46 @@ class FlowBackendSettings:
     """The backend every node of the flows queries (:func:`rltf.flows.make_backend`)."""
 
     kind: Literal["planner", "hf", "openai"] = "planner"
-    checkpoint: Optional[str] = None  # planner: a saved planner directory; null: built / loaded from `planner:`
-    model: Optional[str] = None  # hf: a model id (local cache) or directory; openai: the served model's name
-    base_url: Optional[str] = None  # openai: e.g. http://127.0.0.1:8000/v1 (null: the OpenAI API)
-    api_key_env: str = "OPENAI_API_KEY"  # openai: the environment variable holding the key
-    device: str = "cpu"  # hf: cpu, cuda, cuda:0, ...
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"  # hf
-    chat_template: Literal["auto", "on", "off"] = "off"  # hf/planner: render messages with the tokenizer's template
+    """planner: rltf's planner (the one train/rltf.py trains), decoding choices under their grammar;
+    hf: a transformers model in this process; openai: an OpenAI-compatible HTTP endpoint (e.g. a
+    vLLM server), which cannot take a grammar."""
+    checkpoint: Optional[str] = None
+    """planner only: a saved (e.g. warm-started) planner directory to load; null: the planner is
+    built or loaded from the planner: section."""
+    model: Optional[str] = None
+    """hf: a model id (read from the local cache) or a model directory; openai: the served model's
+    name. Needed by both."""
+    base_url: Optional[str] = None
+    """openai only: the endpoint's base URL, e.g. http://127.0.0.1:8000/v1; null: the OpenAI API."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """openai only: the environment variable that holds the API key (the key never goes in a config)."""
+    device: str = "cpu"
+    """hf only: where the model runs: cpu, cuda, cuda:0, ..."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """hf only: the dtype the model's weights are loaded in."""
+    chat_template: Literal["auto", "on", "off"] = "off"
+    """hf and planner: render each node's messages with the tokenizer's chat template (on; refused
+    when it has none), as plain text (off), or with the template when there is one (auto)."""
     batch_size: int = num(16, gt=0)
+    """hf and planner: node prompts decoded together in one batch (free text and grammar choices
+    each)."""
     seed: int = num(0, ge=0)
-    max_new_tokens: int = num(256, gt=0)  # free-text nodes (supervisor / criteria / think / openai answers)
-    do_sample: bool = False  # greedy by default: an evaluation
+    """Seeds the backend's own sampling generator (openai: sent with each request)."""
+    max_new_tokens: int = num(256, gt=0)
+    """Longest free-text answer in tokens (supervisor, criteria and thought nodes; every openai answer)."""
+    do_sample: bool = False
+    """Sample the answers at temperature; false: greedy, as an evaluation should be."""
     temperature: float = num(1.0, gt=0)
-    timeout: float = num(120.0, gt=0)  # openai
-    max_concurrency: int = num(4, gt=0)  # openai
-    logprobs: bool = False  # openai: ask the endpoint for token log-probs
-    torch_threads: int = num(1, ge=0)  # CPU threads for torch in `python -m rltf.flows.evaluate` (0: torch's
-    # default); a small planner decodes one node at a time and is fastest on one thread
+    """Sampling temperature when do_sample is true."""
+    timeout: float = num(120.0, gt=0)
+    """openai only: seconds to wait for one request."""
+    max_concurrency: int = num(4, gt=0)
+    """openai only: requests in flight at once."""
+    logprobs: bool = False
+    """openai only: ask the endpoint for the answers' token log-probabilities."""
+    torch_threads: int = num(1, ge=0)
+    """CPU threads for torch in python -m rltf.flows.evaluate (0: torch's default); a small planner
+    decodes one node at a time and is fastest on one thread."""
 
     def backend_config(self) -> dict:
         """The mapping :func:`rltf.flows.make_backend` takes (planner: without the planner object)."""
@@ -78,65 +101,101 @@ class FlowBackendSettings:
 class MTPSettings:
     """Meta-Task Planning (:mod:`rltf.flows.agents.mtp`)."""
 
-    max_options: int = num(8, gt=0)  # options an executor shows (cheapest first, after its local constraints)
-    supervisor: Literal["template", "model"] = "template"  # template: rewrite from the predecessors' outcomes;
-    # model: a free-text supervisor node rewrites each meta-task (an LLM backend)
+    max_options: int = num(8, gt=0)
+    """Options an executor node is shown for its slot: the cheapest first, after its meta-task's local
+    constraints filter them."""
+    supervisor: Literal["template", "model"] = "template"
+    """template: each meta-task is rewritten from its predecessors' outcomes by a template; model: a
+    free-text supervisor node rewrites it (an LLM backend)."""
     supervisor_tokens: int = num(96, gt=0)
-    cost_hints: bool = True  # the manager's options show what the cheapest trip through them costs (the
-    # sandbox's prices): without them the route / schedule / transport choice, which decides the budget, is blind
-    # the manager's route / schedule options with cost hints: cheapest trip first, the first N (0: all, in
-    # the sandbox's order). Unsorted, 2-3-city routes are 12-20 options in permutation order: the prompt
-    # outgrows a small planner's context and the cheap routes hide among ones the budget rules out
+    """supervisor: model only: the longest rewritten meta-task, in tokens."""
+    cost_hints: bool = True
+    """The manager's options show what the cheapest trip through them costs (the sandbox's prices);
+    without them the route / schedule / transport choice, which decides the budget, is blind."""
     manager_options: int = num(0, ge=0)
+    """With cost_hints, the manager is shown its route / schedule options cheapest trip first, the
+    first N of them (0: all, in the sandbox's order). Unsorted, 2-3-city routes are 12-20 options in
+    permutation order: the prompt outgrows a small planner's context and the cheap routes hide among
+    ones the budget rules out."""
 
 
 @dataclass
 class OKRSettings:
     """OKR-Agent (:mod:`rltf.flows.agents.okr`)."""
 
-    levels: int = num(2, ge=1, le=3)  # 1: objectives; 2: + key results; 3: + a key result per day
-    rounds: int = num(2, ge=1)  # refinement rounds (the best-scored version is kept)
+    levels: int = num(2, ge=1, le=3)
+    """Depth of the objective tree: 1: objectives; 2: and their key results; 3: and a key result per day."""
+    rounds: int = num(2, ge=1)
+    """Refinement rounds of review and revision (the best-scored version of the plan is kept)."""
     max_options: int = num(8, gt=0)
-    max_revisions: int = num(3, ge=0)  # slots an agent revises after one review
-    criteria: Literal["evaluator", "model"] = "evaluator"  # evaluator: the sandbox's named constraints;
-    # model: natural-language criteria written and judged by the model (an LLM backend)
+    """Options an agent node is shown per slot, and revise choices per review."""
+    max_revisions: int = num(3, ge=0)
+    """Slots an agent may revise after one review."""
+    criteria: Literal["evaluator", "model"] = "evaluator"
+    """evaluator: the reviews check the sandbox's named constraints; model: natural-language criteria
+    written and judged by the model (an LLM backend)."""
     criterion_tokens: int = num(64, gt=0)
+    """criteria: model only: the longest criterion or judgement the model writes, in tokens."""
 
 
 @dataclass
 class ReActSettings:
     """ReAct (:mod:`rltf.flows.agents.react`)."""
 
-    max_steps: int = num(12, gt=0)  # think / act / observe steps before the plan is written
-    think_tokens: int = num(0, ge=0)  # 0: no thought nodes (offline); else a free-text thought per step
-    observations: int = num(3, ge=0)  # most recent observations shown to the next step
+    max_steps: int = num(12, gt=0)
+    """Think / act / observe steps before the plan is written."""
+    think_tokens: int = num(0, ge=0)
+    """Tokens of the free-text thought before each action; 0: no thought nodes (what an offline
+    planner backend runs)."""
+    observations: int = num(3, ge=0)
+    """How many of the most recent observations the next step's prompt shows (0: none)."""
     observation_chars: int = num(400, gt=0)
+    """Each observation shown to a step, and in the final plan's notes, is cut to this many characters."""
 
 
 @dataclass
 class FlowSettings:
-    # train/evaluate.py evaluates these flows instead of the planner's schemas (python -m rltf.flows.evaluate
-    # always does); the shipped travel-<method>*.yaml configs set it
+    """Agent flows on the travel sandbox: which ones, on which backend, on which queries, and how
+    train/rltf.py trains them (warm start on the solver's choices, then RLTF on the flow's decisions)."""
+
     enabled: bool = False
-    methods: list[str] = field(default_factory=lambda: ["mtp"])  # table rows, in order
+    """train/evaluate.py evaluates these flows instead of the planner's rows, and train/rltf.py trains
+    a flow (python -m rltf.flows.evaluate always evaluates them); the travel-<method>*.yaml configs
+    set it."""
+    methods: list[str] = field(default_factory=lambda: ["mtp"])
+    """The flows to run, one table row each in this order: any of mtp, okr, react, flat."""
     backend: FlowBackendSettings = field(default_factory=FlowBackendSettings)
+    """The model every node of the flows queries."""
     splits: list[str] = field(default_factory=lambda: ["test"])
-    limit: Optional[int] = None  # N queries of the splits (null: all)
-    select: Literal["spread", "first"] = "spread"  # which N: evenly spaced over the splits (days and levels mixed) or the first
-    days: Optional[list[int]] = None  # keep only queries of these lengths (null: env.travel.days)
-    trace_queries: int = num(3, ge=0)  # traces written for the first N queries of each method
-    max_attempts: int = num(3, gt=0)  # per node (a free-text answer that does not parse is asked again)
-    oracle: bool = True  # add the exact solver's row (no model)
-    system_prompts: bool = False  # a role system message per node (LLM backends; the planner reads only the task)
+    """The travel splits whose queries are evaluated: any of train, validation, test."""
+    limit: Optional[int] = None
+    """Evaluate N queries of the splits (which ones: select); null: all of them."""
+    select: Literal["spread", "first"] = "spread"
+    """Which limit queries: evenly spaced over the splits (days and levels mixed), or the first ones."""
+    days: Optional[list[int]] = None
+    """Keep only queries of these trip lengths in days (any of 3, 5, 7); null: env.travel.days."""
+    trace_queries: int = num(3, ge=0)
+    """Write the node-by-node trace of the first N queries of each method (0: none)."""
+    max_attempts: int = num(3, gt=0)
+    """Times a node is asked before it fails: a free-text answer that does not parse is asked again."""
+    oracle: bool = True
+    """Add the exact solver's row to the table (no model)."""
+    system_prompts: bool = False
+    """Give each node a system message naming its role (LLM backends; the planner reads only the task)."""
     mtp: MTPSettings = field(default_factory=MTPSettings)
+    """Meta-Task Planning's settings (methods: mtp)."""
     okr: OKRSettings = field(default_factory=OKRSettings)
+    """OKR-Agent's settings (methods: okr)."""
     react: ReActSettings = field(default_factory=ReActSettings)
-    # training (train/rltf.py with flow.enabled: warm start on the solver's choices -> RLTF on the flow)
-    credit: Literal["global", "local+global"] = "global"  # global: every decision gets its trajectory's
-    # advantage; local+global: an MTP executor decision also gets its meta-task's local-constraint result
-    local_weight: float = num(1.0, ge=0)  # the weight of the local term under local+global credit
-    roles: Literal["shared", "lora"] = "shared"  # shared: one planner for every role (the role is in its
-    # prompt); lora: a LoRA adapter per role on one base model, trained together
+    """ReAct's settings (methods: react)."""
+    credit: Literal["global", "local+global"] = "global"
+    """Training: global: every decision of a trajectory gets its advantage; local+global: an MTP
+    executor decision also gets its meta-task's local-constraint result."""
+    local_weight: float = num(1.0, ge=0)
+    """Training: the weight of the local term under credit: local+global."""
+    roles: Literal["shared", "lora"] = "shared"
+    """Training: shared: one planner plays every role (the role is in its prompt); lora: a LoRA
+    adapter per role on one base model, trained together (needs planner.lora.enabled)."""
 
     def validate(self, section: str = "flow") -> None:
         for message in bound_errors(self, f"{section}."):

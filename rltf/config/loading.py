@@ -1,7 +1,7 @@
-"""Run configuration: the schema's dataclasses filled from a YAML file plus ``key=value`` overrides.
+"""The run config, read: its dataclasses filled from a YAML file plus ``key=value`` overrides.
 
-Every run is described by one :class:`~rltf.config.sections.RunConfig` (the schema: ``rltf/config/sections.py``;
-its names are re-exported here). :func:`load_config` reads it from the command line the way
+Every run is described by one :class:`~rltf.config.sections.RunConfig` (one dataclass per section:
+``rltf/config/sections.py``; its names are re-exported here). :func:`load_config` reads it from the command line the way
 torchtune does::
 
     python train/rltf.py config=configs/llama-lora.yaml rltf.lr=1e-4 planner.lora.enabled=true
@@ -12,23 +12,26 @@ is a dotted ``key=value`` override applied in order, values parsed as YAML (``1e
 ``[q_proj,v_proj]``, ``null``). YAML values may use OmegaConf interpolation (``${seed}``).
 
 An unknown key at any depth, a value of the wrong type, an out-of-range number, a value outside
-a ``Literal`` or an env section that cannot run (``OpenAGIEnvConfig.validate``) is a
+a ``Literal`` or an env section that cannot run (the named env's section class and its
+``validate``: ``envs/config.py``) is a
 :class:`ConfigError` that names the key, the value, where it came from and what was expected
 (with the closest key for typos), before anything expensive starts.
 
-:func:`save_config` writes the resolved configuration as YAML (into the run folder) and
-``load_config([f"config={path}"])`` reads back an equal object.
+:func:`save_config` writes the resolved run config as YAML (into the run folder) and
+``load_config([f"config={path}"])`` reads back an equal object. ``help=true`` (or ``--help``)
+prints every section and key with its type, default and help, and exits (:mod:`rltf.config.help`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
-import typing
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, NoReturn
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -36,7 +39,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from envs.atomic import write_atomic
 from envs.config_fields import bound_errors
-from envs.openagi.config import EnvConfigError
+from envs.config import EnvConfigError, validate_section
+from rltf.config.help import config_help, describe_type, field_types
 from rltf.config.sections import (
     EVAL_SCHEMAS,
     EVAL_SPLITS,
@@ -50,20 +54,20 @@ from rltf.config.sections import (
     SftSettings,
 )
 
-__all__ = [  # the schema's names (rltf/config/sections.py) are re-exported: `from rltf.config.loading import RunConfig`
+__all__ = [  # the run config's names (rltf/config/sections.py) are re-exported here too
     "CONFIG_DIR", "DEFAULT_CONFIG", "EVAL_SCHEMAS", "EVAL_SPLITS", "REPO_ROOT", "ConfigError", "EmbeddedSettings",
     "EvalSettings", "LoggingSettings", "LoraSettings", "PlannerSettings", "RltfSettings", "RunConfig", "SftSettings",
     "check_resume_config", "config_differences", "config_to_yaml", "load_config", "resolve_config_path", "save_config",
     "validate_config",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # rltf/config/loading.py -> the checkout
 CONFIG_DIR = REPO_ROOT / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
 
 
 class ConfigError(ValueError):
-    """A configuration that cannot run: unknown key, bad value, missing file, conflicting keys."""
+    """A run config that cannot run: unknown key, bad value, missing file, conflicting keys."""
 
 
 # ------------------------------------------------------------------------------ loading
@@ -71,19 +75,81 @@ def load_config(argv: Sequence[str] | None = None) -> RunConfig:
     """Build a validated :class:`RunConfig` from ``config=<path>`` and ``key=value`` arguments.
 
     ``argv`` excludes the program name (pass ``sys.argv[1:]``). Without ``config=`` the shipped
-    ``configs/default.yaml`` is used (or the dataclass defaults when it is not there)."""
-    config_path, overrides = _split_argv(list(argv or []))
+    ``configs/default.yaml`` is used (or the dataclass defaults when it is not there).
+    ``help=true`` (or ``--help``, ``-h``) prints every section and key with its default and help
+    (:func:`rltf.config.help.config_help`) and exits with status 0 instead."""
+    wants_help, argv = _take_help(list(argv or []))
+    if wants_help:
+        _exit_with_help(argv)
+    merged = _merged(*_split_argv(argv))
+    try:
+        cfg = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as e:  # interpolation errors and the like
+        raise ConfigError(f"cannot resolve the configuration: {_first_line(e)} (key {_full_key(e)!r})") from None
+    except EnvConfigError as e:  # the env section's keys (RunConfig.__post_init__: env.name and that env's keys)
+        raise ConfigError(str(e)) from None
+    if cfg.output_dir.startswith("~"):  # a shell would have expanded it: ~/runs is the home's runs, not ./~/runs
+        cfg.output_dir = os.path.expanduser(cfg.output_dir)
+    validate_config(cfg)
+    return cfg
+
+
+def _merged(config_path: Path | None, overrides: list[tuple[str, DictConfig]]) -> DictConfig:
+    """The run config's defaults, then the config file, then each override, unvalidated."""
     merged: DictConfig = OmegaConf.structured(RunConfig)
     if config_path is not None:
         merged = _merge(merged, _read_yaml(config_path), f"config file {str(config_path)!r}")
     for raw, node in overrides:
         merged = _merge(merged, node, f"override {raw!r}")
+    return merged
+
+
+# ------------------------------------------------------------------------------ help
+HELP_FLAGS = ("--help", "-h", "help")
+
+
+def _take_help(argv: list[str]) -> tuple[bool, list[str]]:
+    """Whether ``argv`` asks for help (``--help``, ``-h``, ``help``, ``help=true``), and the other arguments."""
+    wants, rest = False, []
+    for raw in argv:
+        key, sep, value = raw.removeprefix("--").partition("=")
+        if raw in HELP_FLAGS:
+            wants = True
+        elif key.strip() == "help" and sep:
+            try:
+                flag = yaml.safe_load(value)
+            except yaml.YAMLError:
+                flag = None
+            if not isinstance(flag, bool):
+                raise ConfigError(f"bad value for 'help' in argument {raw!r}: {value!r}; expected true or false")
+            wants = wants or flag
+        else:
+            rest.append(raw)
+    return wants, rest
+
+
+def _exit_with_help(argv: list[str]) -> NoReturn:
+    """Print the run config's keys, defaults and help, with the values the other arguments give
+    them (the config file and the overrides), and exit with status 0. Arguments that cannot be
+    read do not hide the help: it is printed with the defaults alone and the error as a note."""
+    prog = _shown_path(Path(sys.argv[0])) if sys.argv and sys.argv[0].endswith(".py") else "train/rltf.py"
+    values, source, note = None, "", ""
     try:
-        cfg = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as e:  # interpolation errors and the like
-        raise ConfigError(f"cannot resolve the configuration: {_first_line(e)} (key {_full_key(e)!r})") from None
-    validate_config(cfg)
-    return cfg
+        config_path, overrides = _split_argv(argv)
+        if config_path is not None or overrides:
+            values = _flatten(OmegaConf.to_container(_merged(config_path, overrides), resolve=False))
+            shown = _shown_path(config_path) if config_path is not None else "the defaults"
+            source = shown + (" + overrides" if overrides else "")
+    except ConfigError as e:
+        note = f"(the values of these arguments are not shown: {e})"
+    print(config_help(values, source=source, prog=prog, note=note), flush=True)
+    raise SystemExit(0)
+
+
+def _shown_path(path: Path) -> str:
+    """A config file as the help names it: relative to the checkout when inside it (configs/default.yaml)."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(path)
 
 
 def resolve_config_path(name: str | os.PathLike) -> Path:
@@ -141,7 +207,7 @@ def _merge(base: DictConfig, node: DictConfig, source: str) -> DictConfig:
 def _check_keys(tree: dict, cls: type, prefix: str, source: str) -> None:
     """Every key in ``tree`` (a plain, unresolved dict) must be a field of ``cls``; sections must
     be mappings."""
-    hints = _hints(cls)
+    hints = field_types(cls)
     for key, value in tree.items():
         full = f"{prefix}{key}"
         if key not in hints:
@@ -150,7 +216,7 @@ def _check_keys(tree: dict, cls: type, prefix: str, source: str) -> None:
         if dataclasses.is_dataclass(tp):
             if not isinstance(value, dict):
                 raise ConfigError(f"bad value for {full!r} in {source}: {value!r}; expected a section "
-                                  f"(a mapping with keys {', '.join(_hints(tp))})")
+                                  f"(a mapping with keys {', '.join(field_types(tp))})")
             _check_keys(value, tp, f"{full}.", source)
 
 
@@ -162,12 +228,12 @@ def _unknown_key_message(full: str, cls: type, value: Any, source: str) -> str:
     hint = f"; did you mean {' or '.join(repr(c) for c in close[:3])}?" if close else ""
     where = f"under {section!r}" if section else "at the top level"
     return (f"unknown config key {full!r} (value {value!r}) in {source}{hint} "
-            f"Valid keys {where}: {', '.join(_hints(cls))}")
+            f"Valid keys {where}: {', '.join(field_types(cls))}")
 
 
 def _bad_value_message(key: str, value: Any, source: str) -> str:
     tp = _type_at(key)
-    expected = _describe(tp) if tp is not None else "a valid value"
+    expected = describe_type(tp) if tp is not None else "a valid value"
     return f"bad value for {key!r} in {source}: {value!r}; expected {expected}"
 
 
@@ -193,7 +259,7 @@ def validate_config(cfg: RunConfig) -> None:
     for message in bound_errors(cfg):
         raise ConfigError(message)
     try:
-        cfg.env.validate("env")
+        validate_section(cfg.env, "env")
     except EnvConfigError as e:
         raise ConfigError(str(e)) from None
     from rltf.config.flow import FlowSettingsError
@@ -203,8 +269,15 @@ def validate_config(cfg: RunConfig) -> None:
     except FlowSettingsError as e:
         raise ConfigError(str(e)) from None
     p = cfg.planner
-    if not cfg.run_name or any(c in cfg.run_name for c in "/\\") or cfg.run_name in (".", ".."):
-        raise ConfigError(f"bad value for 'run_name': {cfg.run_name!r}; expected a non-empty folder name without '/'")
+    if not cfg.run_name or any(c in cfg.run_name for c in "/\\") or cfg.run_name in (".", "..") or \
+            _control_characters(cfg.run_name):
+        raise ConfigError(f"bad value for 'run_name': {cfg.run_name!r}; expected a non-empty folder name without '/' "
+                          "or control characters (newline, NUL, ...)")
+    if not cfg.output_dir or _control_characters(cfg.output_dir):
+        raise ConfigError(f"bad value for 'output_dir': {cfg.output_dir!r}; expected a non-empty folder path "
+                          "without control characters (newline, NUL, ...)")
+    _check_run_folder_path(cfg)
+    _check_grpo(cfg)
     if p.embedded.d_model % p.embedded.num_heads:
         raise ConfigError(f"'planner.embedded.d_model' ({p.embedded.d_model}) must be divisible by "
                           f"'planner.embedded.num_heads' ({p.embedded.num_heads})")
@@ -226,16 +299,57 @@ def validate_config(cfg: RunConfig) -> None:
                           f"{', '.join(EVAL_SPLITS)}")
 
 
-# ------------------------------------------------------------------------------ schema helpers
-def _hints(cls: type) -> dict[str, Any]:
-    """Field name -> resolved type, in declaration order."""
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+def _control_characters(text: str) -> list[str]:
+    """The control characters of ``text`` (NUL, newline, tab, DEL...): never part of a folder name."""
+    return [c for c in text if ord(c) < 0x20 or ord(c) == 0x7F]
 
 
+def folder_chain_problem(run_dir: str | os.PathLike) -> tuple[Path, str] | None:
+    """``(path, what it is)`` of the first of ``run_dir`` and its nearest existing parent
+    (``output_dir`` or above) that is a file where the run needs a folder; None when both are fine.
+    (``rltf.run.folders.check_folder_chain`` raises on it when a run starts.)"""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        return run_dir, "the run folder, output_dir/run_name"
+    for i, parent in enumerate(run_dir.parents):
+        if parent.exists() or parent.is_symlink():
+            return None if parent.is_dir() else (parent, "output_dir" if i == 0 else "a parent folder of output_dir")
+    return None
+
+
+def not_a_folder_message(path: Path, what: str) -> str:
+    return (f"{path} ({what}) is a file, not a folder; move or delete it (or pick another output_dir / run_name) "
+            "before starting the run")
+
+
+def _check_run_folder_path(cfg: RunConfig) -> None:
+    """The run folder and its nearest existing parent are folders, not files (checked here so that
+    ``dry_run=true`` refuses what the run would refuse; the run checks it again when it starts)."""
+    problem = folder_chain_problem(cfg.run_dir)
+    if problem is not None:
+        raise ConfigError(not_a_folder_message(*problem))
+
+
+# GRPO's updates per generated batch: a few in practice (TRL's default is 1); far more is a typo
+MAX_GRPO_ITERATIONS = 1000
+
+
+def _check_grpo(cfg: RunConfig) -> None:
+    g = cfg.grpo
+    beta = g.beta
+    if beta is not None and (isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta)
+                             or beta < 0):
+        raise ConfigError(f"bad value for 'grpo.beta': {beta!r}; expected a finite number >= 0 (the KL weight) or "
+                          "null (rltf.kl_coef)")
+    if g.num_iterations > MAX_GRPO_ITERATIONS:
+        raise ConfigError(f"bad value for 'grpo.num_iterations': {g.num_iterations!r}; expected an integer from 1 to "
+                          f"{MAX_GRPO_ITERATIONS} (policy updates per generated batch)")
+
+
+# ------------------------------------------------------------------------------ run config keys
 def _all_keys(cls: type, prefix: str = "") -> list[str]:
     keys = []
-    for name, tp in _hints(cls).items():
+    for name, tp in field_types(cls).items():
         keys.append(f"{prefix}{name}")
         if dataclasses.is_dataclass(tp):
             keys.extend(_all_keys(tp, f"{prefix}{name}."))
@@ -245,29 +359,15 @@ def _all_keys(cls: type, prefix: str = "") -> list[str]:
 def _type_at(key: str) -> Any:
     tp: Any = RunConfig
     for part in key.split("."):
-        if not dataclasses.is_dataclass(tp) or part not in _hints(tp):
+        if not dataclasses.is_dataclass(tp) or part not in field_types(tp):
             return None
-        tp = _hints(tp)[part]
+        tp = field_types(tp)[part]
     return tp
-
-
-def _describe(tp: Any) -> str:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    if origin is typing.Union and type(None) in args:
-        inner = [a for a in args if a is not type(None)]
-        return f"{_describe(inner[0])} or null"
-    if origin is list:
-        return f"a list of {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s" if args else "a list"
-    if dataclasses.is_dataclass(tp):
-        return f"a section with keys {', '.join(_hints(tp))}"
-    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(tp, str(tp))
 
 
 # ------------------------------------------------------------------------------ saving
 def config_to_yaml(cfg: RunConfig) -> str:
-    """The resolved configuration as YAML text (what :func:`save_config` writes)."""
+    """The resolved run config as YAML text (what :func:`save_config` writes)."""
     return OmegaConf.to_yaml(OmegaConf.structured(cfg))
 
 

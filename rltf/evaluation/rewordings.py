@@ -23,7 +23,7 @@ import numpy as np
 
 from rltf.evaluation import schemas as ev
 
-REWORDINGS_FILE = Path(__file__).resolve().parents[1] / "envs" / "openagi" / "task_data" / "rewordings.json"
+REWORDINGS_FILE = Path(__file__).resolve().parents[2] / "envs" / "openagi" / "task_data" / "rewordings.json"
 
 
 def load_rewordings(path: str | Path = REWORDINGS_FILE) -> dict[str, list[str]]:

@@ -1,18 +1,36 @@
 """Held-out evaluation: the paper's four learning schemas, plus the reference plans and the oracle.
 
-* ``zero`` / ``few`` — the planner writes free text (unconstrained greedy ``generate``; few-shot
-  prompts carry ``k`` solved train tasks), mapped onto a valid plan by MiniLM sentence similarity
-  (OpenAGI's method); text that maps onto no valid plan scores 0.
-* ``finetuned`` / ``rltf`` — constrained beam search, best plan.
+* ``zero`` / ``few`` — the untrained planner, prompted the way OpenAGI prompts an LLM (few-shot
+  prompts carry ``k`` solved train tasks; :func:`task_prompt`). A planner whose tokenizer has a
+  chat template (an instruct LLM, e.g. SmolLM2) is asked in its chat format with the env's
+  :meth:`~envs.protocol.RLTFEnv.plan_instructions` (OpenAGI: every tool with a one-line
+  description, and the plan syntax) as the system message and the examples as earlier turns, and
+  answers by **constrained** beam search (:func:`instructed_schema`): measured on SmolLM2-135M
+  (10 test tasks), its free text is never a plan (0/10 valid zero-shot: it answers in prose or
+  code; 0/10 few-shot: it lists tools regardless of the task), so a free-text row would only
+  report that it does not keep the format, while the constrained row measures what the untrained
+  model knows about planning, through the same decoding the fine-tuned and RLTF rows use. Other
+  planners (no chat template: the embedded planners, T5, base LLaMA) keep OpenAGI's free text
+  (:func:`free_form_schema`: greedy ``generate``, the text cut at the first blank line, mapped onto
+  a valid plan by ``env.parse_free_text``: MiniLM sentence similarity; text that maps onto no
+  valid plan scores 0), in the plain prompt format they always had.
+* ``finetuned`` / ``rltf`` — constrained beam search from the task description, best plan (a chat
+  planner reads it in its chat template: ``constrained_decoding.prompts.encode_prompts``, the same
+  text SFT and RLTF train on).
+
+Every result carries its plans' validity per task (``SchemaResult.valid``, ``valid_rate``: free
+text that maps onto no valid plan is invalid; constrained plans always are valid) and the table a
+``valid`` column.
 * ``reference`` — the suite's reference plans (the supervised labels); ``oracle`` — the best plan
   by exhaustive search. Both bound the planners from either side.
 
-Any env with the trainer's interface works (OpenAGI's, the travel sandbox's): tasks with ``id``,
-``description`` and ``reference_plan``, ``env.grammar`` and ``env.reward_plans``. On OpenAGI,
-scores are per task (mean over the task's samples) and the table averages them per metric family
-and overall (every task weighs the same), like the paper's Table 5; an env with its own metrics
-(``env.table_columns``: the travel benchmark's delivery, commonsense / hard micro and macro and
-final pass rates) gives those columns, plus the mean reward. The schema names and their
+Any env works through the env protocol (:class:`envs.protocol.RLTFEnv`): ``env.grammar``,
+``env.reward_plans``, ``env.parse_free_text`` (free text -> the action it stands for: OpenAGI's
+MiniLM mapping), ``env.format_plan``, ``env.oracle_plans`` and ``env.table_columns``. Scores are
+per task (OpenAGI: the mean over the task's samples) and the table averages them per
+``task.metric`` and overall (every task weighs the same), like the paper's Table 5; an env with
+metrics of its own (``env.table_columns`` not empty: the travel benchmark's delivery, commonsense /
+hard micro and macro and final pass rates) gives those columns, plus the mean reward. The schema names and their
 table order are ``rltf.config.sections.EVAL_SCHEMAS``; ``rltf.stages.plan_job.evaluate`` picks the function per
 schema, the held-out tasks and the few-shot examples.
 
@@ -27,67 +45,93 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 
 from constrained_decoding.decode import beam_search_plans
-from constrained_decoding.prompts import encode_formatted, format_prompt
-from envs.openagi.env import OpenAGIEnv
-from envs.openagi.freeform import map_free_text_to_plan
-from envs.openagi.oracle import oracle_for_task
-from envs.openagi.plans import PlanError, format_plan
+from constrained_decoding.prompts import Conversation, encode_formatted, format_prompt, uses_chat_template
+from envs.protocol import RLTFEnv as Env
+from envs.protocol import Task
 
-Task = Any  # a task of any env: ``id``, ``description``, ``reference_plan`` (OpenAGI's Task, TravelTask)
-Env = Any  # OpenAGIEnv, TravelPlannerEnv: ``grammar``, ``reward_plans``, ``tasks``, ``get_task``
+FREE_TEXT_STOP = "\n\n"
+"""Free text ends at its first blank line (the plain few-shot format separates examples by one; a
+chat model's answer also ends at its end-of-turn token, which ``generate`` stops at)."""
+
 
 @dataclass
 class SchemaResult:
     schema: str
     plans: dict[int, str] = field(default_factory=dict)
     scores: dict[int, float] = field(default_factory=dict)
+    valid: dict[int, bool] = field(default_factory=dict)
+    """Per task, whether its plan is valid (free text: whether it maps onto a valid plan); empty when
+    not recorded (e.g. results read back from a file written before it was)."""
+    texts: dict[int, str] = field(default_factory=dict)
+    """Per task, the free text the planner wrote (free-text schemas only)."""
 
     @property
     def overall(self) -> float:
         return float(np.mean(list(self.scores.values()))) if self.scores else 0.0
 
+    @property
+    def valid_rate(self) -> float | None:
+        """The fraction of tasks whose plan is valid, None when validity was not recorded."""
+        return float(np.mean(list(self.valid.values()))) if self.valid else None
 
-def constrained_schema(name: str, planner, env: Env, tasks: Sequence[Task], num_beams: int) -> SchemaResult:
-    """Best plan of a constrained beam search per task, scored on all of the task's samples."""
-    best = beam_search_plans(planner.model, planner.tokenizer, [t.description for t in tasks],
+
+def constrained_schema(name: str, planner, env: Env, tasks: Sequence[Task], num_beams: int,
+                       prompts: Sequence[str | Conversation] | None = None) -> SchemaResult:
+    """Best plan of a constrained beam search per task, scored on all of the task's samples.
+    ``prompts`` (one per task) default to the task descriptions: the prompt SFT and RLTF train on."""
+    prompts = [t.description for t in tasks] if prompts is None else list(prompts)
+    best = beam_search_plans(planner.model, planner.tokenizer, prompts,
                              [env.grammar(planner.tokenizer, t) for t in tasks], num_beams=num_beams, num_return=1)
     return _schema_result(name, env, tasks, [b[0].plan for b in best])
 
 
-def few_shot_prompt(task: Task, examples: Sequence[Task], encoder_decoder: bool) -> str:
-    shots = "".join(f"Task: {e.description}\nPlan: {plan_text(e.reference_plan)}\n\n" for e in examples)
-    return format_prompt(f"{shots}Task: {task.description}", encoder_decoder) if shots else \
-        format_prompt(task.description, encoder_decoder)
+def task_prompt(env: Env, task: Task, examples: Sequence[Task]) -> Conversation:
+    """``task``'s zero- / few-shot prompt: the env's plan instructions, the solved ``examples`` (their
+    reference plans as ``env`` writes them), the task (formatted per planner by
+    :func:`constrained_decoding.prompts.format_prompt`: chat template, or the plain format)."""
+    return Conversation(task.description, env.plan_instructions(),
+                        tuple((e.description, env.format_plan(e.reference_plan)) for e in examples))
 
 
-def plan_text(plan: Any) -> str:
-    """A reference plan as the text a planner writes (travel's are text already)."""
-    return plan if isinstance(plan, str) else format_plan(plan)
+def few_shot_prompt(env: Env, task: Task, examples: Sequence[Task], encoder_decoder: bool, tokenizer=None) -> str:
+    """The text of :func:`task_prompt` for a planner (its ``tokenizer`` picks the chat template, if any)."""
+    return format_prompt(task_prompt(env, task, examples), encoder_decoder, tokenizer)
+
+
+def cut_free_text(text: str, stop: Sequence[str] = (FREE_TEXT_STOP,)) -> str:
+    """``text`` up to the first of the ``stop`` strings (all of it when none occurs)."""
+    ends = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return text[:min(ends)] if ends else text
 
 
 @torch.inference_mode()
-def free_text(planner, prompts: Sequence[str], max_new_tokens: int = 64, batch_size: int = 16) -> list[str]:
-    """Unconstrained greedy continuations (what a zero-/few-shot planner writes)."""
+def free_text(planner, prompts: Sequence[str], max_new_tokens: int = 64, batch_size: int = 16,
+              stop: Sequence[str] = ()) -> list[str]:
+    """Unconstrained greedy continuations (what a zero-/few-shot planner writes) of formatted
+    ``prompts``; each cut at the first of the ``stop`` strings (none: the whole continuation).
+    Generation ends at the model's end-of-turn / EOS token, and early once every row of a batch
+    holds a stop string (a chat planner's rows; others run to ``max_new_tokens``)."""
     model, tok = planner.model, planner.tokenizer
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
+    early = {"stop_strings": list(stop), "tokenizer": tok} if stop and uses_chat_template(
+        tok, planner.is_encoder_decoder) else {}
     out: list[str] = []
     try:
         for i in range(0, len(prompts), batch_size):
             ids = encode_formatted(tok, prompts[i : i + batch_size], planner.is_encoder_decoder)
             enc = tok.pad({"input_ids": ids}, return_tensors="pt").to(device)
             gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
-                                 pad_token_id=tok.pad_token_id)
+                                 pad_token_id=tok.pad_token_id, **early)
             if not planner.is_encoder_decoder:
                 gen = gen[:, enc["input_ids"].shape[1]:]
-            out.extend(tok.batch_decode(gen, skip_special_tokens=True))
+            out.extend(cut_free_text(t, stop) for t in tok.batch_decode(gen, skip_special_tokens=True))
     finally:
         model.train(was_training)
     return out
@@ -95,38 +139,51 @@ def free_text(planner, prompts: Sequence[str], max_new_tokens: int = 64, batch_s
 
 def free_form_schema(name: str, planner, env: Env, tasks: Sequence[Task], examples: Sequence[Task],
                      max_new_tokens: int = 64) -> SchemaResult:
-    prompts = [few_shot_prompt(t, examples, planner.is_encoder_decoder) for t in tasks]
-    texts = free_text(planner, prompts, max_new_tokens)
-    if not isinstance(env, OpenAGIEnv):  # the text is the plan (travel: parsed by the evaluator)
-        return _schema_result(name, env, tasks, texts)
-    plans = []
-    for t, text in zip(tasks, texts):
-        try:
-            plans.append(map_free_text_to_plan(text, env.registry, (t.inputs, t.target), env.limits))
-        except PlanError:
-            plans.append(text)  # scored as the invalid plan it is: 0
-    return _schema_result(name, env, tasks, plans)
+    """OpenAGI's zero- / few-shot schema: the planner's free text from :func:`task_prompt` (cut at the
+    first blank line), mapped onto the action it stands for by ``env.parse_free_text``."""
+    prompts = [few_shot_prompt(env, t, examples, planner.is_encoder_decoder, planner.tokenizer) for t in tasks]
+    texts = free_text(planner, prompts, max_new_tokens, stop=(FREE_TEXT_STOP,))
+    # the action each text stands for (OpenAGI: mapped onto a valid plan; travel: the text itself)
+    res = _schema_result(name, env, tasks, [env.parse_free_text(t, text) for t, text in zip(tasks, texts)])
+    res.texts = {t.id: text for t, text in zip(tasks, texts)}
+    return res
+
+
+def instructed_schema(name: str, planner, env: Env, tasks: Sequence[Task], examples: Sequence[Task],
+                      num_beams: int) -> SchemaResult:
+    """The zero- / few-shot schema of a chat planner: constrained beam search from :func:`task_prompt`
+    (instructions, examples, task in the planner's chat template)."""
+    return constrained_schema(name, planner, env, tasks, num_beams, [task_prompt(env, t, examples) for t in tasks])
+
+
+def untrained_schema(name: str, planner, env: Env, tasks: Sequence[Task], examples: Sequence[Task], *,
+                     num_beams: int, max_new_tokens: int) -> SchemaResult:
+    """``zero`` (no ``examples``) / ``few``: :func:`instructed_schema` for a planner with a chat
+    template, :func:`free_form_schema` for the others (the module docstring says why)."""
+    if uses_chat_template(planner.tokenizer, planner.is_encoder_decoder):
+        return instructed_schema(name, planner, env, tasks, examples, num_beams)
+    return free_form_schema(name, planner, env, tasks, examples, max_new_tokens)
 
 
 def reference_schema(env: Env, tasks: Sequence[Task]) -> SchemaResult:
     return _schema_result("reference", env, tasks, [t.reference_plan for t in tasks])
 
 
-def oracle_schema(env: Env, tasks: Sequence[Task]) -> SchemaResult:
+def oracle_schema(env: Env, tasks: Sequence[Task]) -> SchemaResult | None:
+    """The env's oracle (OpenAGI: exhaustive search; travel: the exact solver), or None when it has none."""
+    found = env.oracle_plans(tasks)
+    if found is None:
+        return None
     res = SchemaResult("oracle")
-    for t in tasks:
-        if isinstance(env, OpenAGIEnv):
-            e = oracle_for_task(env, t)
-            res.plans[t.id], res.scores[t.id] = e.oracle_plan, e.oracle_score
-        else:  # the env's own oracle (travel: the exact solver)
-            res.plans[t.id], res.scores[t.id] = env.oracle(t)
+    for t, (plan, score) in zip(tasks, found):
+        res.plans[t.id], res.scores[t.id], res.valid[t.id] = plan, score, True
     return res
 
 
 def _schema_result(name: str, env: Env, tasks: Sequence[Task], plans) -> SchemaResult:
     res = SchemaResult(name)
     for t, r in zip(tasks, env.reward_plans(list(zip(tasks, plans)))):
-        res.plans[t.id], res.scores[t.id] = r.plan_text, r.reward
+        res.plans[t.id], res.scores[t.id], res.valid[t.id] = r.plan_text, r.reward, bool(r.valid)
     return res
 
 
@@ -161,24 +218,26 @@ def format_interval(value: float, interval: Sequence[float] | None) -> str:
     return f"{value:.4f} [{interval[0]:.2f}, {interval[1]:.2f}]"
 
 
-def headline(env: Env) -> str:
-    """The table column the main job's last line reports: ``overall`` on OpenAGI, the env's
-    own headline metric otherwise (travel: ``final pass``)."""
-    return getattr(env, "headline", "overall")
+def headline(env: Env | None) -> str:
+    """The table column the main job's last line reports: the env's ``headline`` (OpenAGI:
+    ``overall``; travel: ``final pass``), ``overall`` without an env."""
+    return "overall" if env is None else env.headline
 
 
 def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task], env: Env | None = None) -> dict:
     """``{"columns": [...], "n_tasks": {column: n}, "rows": {schema: {column: value}},
-    "intervals": {schema: [low, high]}, "interval": {...}}``: per metric family and overall
-    (OpenAGI), or the env's own metrics (``env.table_columns``) plus the mean reward. ``intervals``
+    "intervals": {schema: [low, high]}, "interval": {...}, "valid_rate": {schema: rate or None}}``
+    (``valid_rate``: :attr:`SchemaResult.valid_rate`, shown as the markdown's last column): per metric family and overall
+    (the default), or the env's own metrics (``env.table_columns``, when not empty) plus the mean reward. ``intervals``
     are the bootstrap intervals over tasks (:func:`bootstrap_interval`) of the mean of each
     schema's per-task scores, i.e. of the ``interval["column"]`` column (``overall``; an env's own
     table: ``reward``)."""
-    if env is not None and hasattr(env, "table_columns"):
-        rows = {r.schema: {**env.table_columns(tasks, r.plans), "reward": r.overall} for r in results}
-        columns = list(next(iter(rows.values()))) if rows else ["reward"]
+    own = {r.schema: env.table_columns(tasks, r.plans) for r in results} if env is not None else {}
+    if any(own.values()):
+        rows = {r.schema: {**own[r.schema], "reward": r.overall} for r in results}
+        columns = list(next(iter(rows.values())))
         return {"columns": columns, "n_tasks": {c: len(tasks) for c in columns}, "rows": rows,
-                **_intervals(results, tasks, "reward")}
+                **_intervals(results, tasks, "reward"), "valid_rate": _valid_rates(results)}
     by_metric: dict[str, list[int]] = defaultdict(list)
     for t in tasks:
         by_metric[t.metric].append(t.id)
@@ -189,7 +248,11 @@ def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task], env: E
         row["overall"] = r.overall
         rows[r.schema] = row
     return {"columns": columns, "n_tasks": {m: len(v) for m, v in by_metric.items()} | {"overall": len(tasks)},
-            "rows": rows, **_intervals(results, tasks, "overall")}
+            "rows": rows, **_intervals(results, tasks, "overall"), "valid_rate": _valid_rates(results)}
+
+
+def _valid_rates(results: Sequence[SchemaResult]) -> dict[str, float | None]:
+    return {r.schema: r.valid_rate for r in results}
 
 
 def _intervals(results: Sequence[SchemaResult], tasks: Sequence[Task], column: str) -> dict:
@@ -200,22 +263,36 @@ def _intervals(results: Sequence[SchemaResult], tasks: Sequence[Task], column: s
                                                  "over": "tasks"}}
 
 
+def markdown_columns(table: dict) -> list[str]:
+    """The value columns :func:`table_markdown` shows: the table's columns, then ``valid`` (the
+    plans' valid rate) when the table records it."""
+    return [*table["columns"], *(["valid"] if table.get("valid_rate") else [])]
+
+
 def table_markdown(table: dict, title: str, labels: dict[str, str] | None = None) -> str:
     """The table as markdown; ``labels`` rename schema rows (e.g. travel's oracle is the solver).
     The interval column (``overall``; an env's own table: ``reward``) shows each schema's
-    bootstrap interval: ``0.7367 [0.61, 0.85]``."""
+    bootstrap interval: ``0.7367 [0.61, 0.85]``; a last ``valid`` column its valid-plan rate."""
     labels = labels or {}
     cols = table["columns"]
     intervals = table.get("intervals", {})
     icol = table.get("interval", {}).get("column")
+    valid = table.get("valid_rate", {})
 
     def cell(schema: str, row: dict, c: str) -> str:
         return format_interval(row[c], intervals.get(schema)) if c == icol else f"{row[c]:.4f}"
 
-    head = "| schema | " + " | ".join(f"{c} ({table['n_tasks'][c]})" for c in cols) + " |"
-    lines = [f"### {title}", "", head, "|" + "---|" * (len(cols) + 1)]
+    def valid_cell(schema: str) -> list[str]:
+        rate = valid.get(schema)
+        return [] if not valid else ["n/a" if rate is None else f"{rate:.0%}"]
+
+    shown = markdown_columns(table)
+    head = "| schema | " + " | ".join(f"{c} ({table['n_tasks'][c]})" for c in cols) + \
+        (" | valid |" if len(shown) > len(cols) else " |")
+    lines = [f"### {title}", "", head, "|" + "---|" * (len(shown) + 1)]
     for schema, row in table["rows"].items():
-        lines.append(f"| {labels.get(schema, schema)} | " + " | ".join(cell(schema, row, c) for c in cols) + " |")
+        lines.append(f"| {labels.get(schema, schema)} | "
+                     + " | ".join([*(cell(schema, row, c) for c in cols), *valid_cell(schema)]) + " |")
     if icol in cols and intervals:
         info = table["interval"]
         lines += ["", f"{icol}: mean over the {table['n_tasks'][icol]} tasks [{info['level']:.0%} bootstrap interval "

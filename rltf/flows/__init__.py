@@ -47,70 +47,39 @@ start on the solver's answers (:mod:`rltf.flows.training.teacher`), optionally w
 Layering: this package uses ``constrained_decoding`` and ``envs``; they never import it.
 """
 
-from rltf.flows.backends import (
-    Backend,
-    BackendError,
-    Choices,
-    Completion,
-    GrammarArg,
-    Message,
-    Messages,
-    Sampling,
-    ScriptedBackend,
-    make_backend,
-    render_plain,
-)
+from rltf.flows import backends
 from rltf.flows.engine.choice import ChoiceError, ChoiceGrammar, choice_grammar
+from rltf.flows.engine.config import Backoff, FlowConfig
+from rltf.flows.engine.context import NodeContext, default_compose
 from rltf.flows.engine.database import Database, PlaceholderError, placeholders, render_value
-from rltf.flows.engine.flow import (
-    Backoff,
-    Edge,
-    EdgeKind,
-    Flow,
-    FlowConfig,
-    FlowError,
-    GraphCycleError,
-    GraphEditError,
-    GraphError,
-    Node,
-    NodeContext,
-    NodeFail,
-    NodeResult,
-    NodeRetry,
-    PassResult,
-    Usage,
-    default_compose,
-    find_cycle,
-)
+from rltf.flows.engine.errors import FlowError, GraphCycleError, GraphEditError, GraphError, NodeFail, NodeRetry
+from rltf.flows.engine.flow import Flow
+from rltf.flows.engine.graph import Edge, EdgeKind, Node, find_cycle
+from rltf.flows.engine.results import NodeResult, PassResult, Usage
 from rltf.flows.engine.trace import AttemptTrace, NodeTrace, PassTrace, load_trace
 
-__all__ = [
-    "AttemptTrace", "Backend", "BackendError", "Backoff", "ChoiceError", "ChoiceGrammar", "Choices", "Completion",
-    "Database", "Edge", "EdgeKind", "Flow", "FlowConfig", "FlowError", "GrammarArg", "GraphCycleError",
-    "GraphEditError", "GraphError", "HFBackend", "Message", "Messages", "Node", "NodeContext", "NodeFail",
-    "NodeResult", "NodeRetry", "NodeTrace", "OpenAIBackend", "PassResult", "PassTrace", "PlaceholderError",
-    "PlannerBackend", "Sampling", "ScriptedBackend", "Usage", "choice_grammar", "default_compose", "find_cycle",
-    "load_trace", "make_backend", "placeholders", "render_plain", "render_value", "rescore",
-    # the travel agent flows (lazy, _AGENTS)
-    "Ask", "FlowRun", "MetaTaskPlanning", "OKRAgent", "ProgramRun", "ReActAgent", "evaluate_flows",
-    "run_flat", "run_mtp", "run_okr", "run_program", "run_react",
-]
+# where each name that is not imported above lives, relative to rltf.flows: every name of the
+# backends package (its own list; the heavy backends load on first use) and the travel agent flows
+_ELSEWHERE = {name: "backends" for name in backends.__all__} | {
+    "Ask": "engine.program", "ProgramRun": "engine.program", "run_program": "engine.program",
+    "FlowRun": "agents.travel_nodes", "run_flat": "agents.flat",
+    "MetaTaskPlanning": "agents.mtp", "run_mtp": "agents.mtp", "OKRAgent": "agents.okr", "run_okr": "agents.okr",
+    "ReActAgent": "agents.react", "run_react": "agents.react", "evaluate_flows": "evaluation",
+}
 
-_LAZY = {"HFBackend", "OpenAIBackend", "PlannerBackend", "rescore", "LocalModelBackend"}
-_AGENTS = {"Ask": "engine.program", "run_program": "engine.program", "ProgramRun": "engine.program",
-           "run_mtp": "agents.mtp", "MetaTaskPlanning": "agents.mtp", "run_okr": "agents.okr",
-           "OKRAgent": "agents.okr", "run_react": "agents.react", "ReActAgent": "agents.react",
-           "run_flat": "agents.flat", "evaluate_flows": "evaluate", "FlowRun": "agents.travel_nodes"}
+__all__ = [
+    "AttemptTrace", "Backoff", "ChoiceError", "ChoiceGrammar", "Database", "Edge", "EdgeKind", "Flow", "FlowConfig",
+    "FlowError", "GraphCycleError", "GraphEditError", "GraphError", "Node", "NodeContext", "NodeFail", "NodeResult",
+    "NodeRetry", "NodeTrace", "PassResult", "PassTrace", "PlaceholderError", "Usage", "choice_grammar",
+    "default_compose", "find_cycle", "load_trace", "placeholders", "render_value", *_ELSEWHERE,
+]
 
 
 def __getattr__(name: str):
-    """Heavy backends (torch / transformers / openai) and the travel agent flows load on first use."""
-    if name in _LAZY:
-        from rltf.flows import backends
-
-        return getattr(backends, name)
-    if name in _AGENTS:
+    """The backends' names (torch / transformers / openai load with their backend) and the travel
+    agent flows, on first use."""
+    if name in _ELSEWHERE:
         import importlib
 
-        return getattr(importlib.import_module(f"rltf.flows.{_AGENTS[name]}"), name)
+        return getattr(importlib.import_module(f"rltf.flows.{_ELSEWHERE[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,30 +21,22 @@ mean reward, tokens, seconds, nodes and constrained decisions per query), ``flow
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import tempfile
-import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from rltf.config.loading import ConfigError, RunConfig, load_config, resolve_config_path
 from rltf.config.flow import FlowSettings, FlowSettingsError
+from rltf.config.loading import ConfigError, RunConfig, load_config, resolve_config_path
+from rltf.flows.evaluation import evaluate_flows
 
-__all__ = ["COLUMNS", "build_backend", "describe_flows", "evaluate_flows", "evaluate_method", "held_out_ids",
-           "load_flow_config", "main", "run_method", "select_queries", "solver_row", "table_markdown"]
-
-COLUMNS = ("delivery", "commonsense micro", "commonsense macro", "hard micro", "hard macro", "final pass", "reward",
-           "tokens/query", "seconds/query", "nodes/query", "decisions/query")
-_METRIC_KEYS = {"delivery_rate": "delivery", "commonsense_micro": "commonsense micro",
-                "commonsense_macro": "commonsense macro", "hard_micro": "hard micro", "hard_macro": "hard macro",
-                "final_pass": "final pass"}
+__all__ = ["describe_flows", "load_flow_config", "main"]
 
 
 # ------------------------------------------------------------------------------------ config
@@ -125,192 +117,6 @@ def _validate_flow(flow: FlowSettings) -> None:
     except FlowSettingsError as e:
         raise ConfigError(str(e)) from None
 
-
-# ------------------------------------------------------------------------------------- build
-def build_backend(cfg: RunConfig, flow: FlowSettings, train_env=None):
-    """The backend of ``flow.backend``: the planner backend on ``flow.backend.checkpoint`` or on the
-    planner of ``cfg.planner`` (the embedded one built with ``train_env``'s tokenizer texts), or an
-    hf / openai backend."""
-    from rltf.flows.backends import make_backend
-
-    b = flow.backend
-    if b.kind != "planner":
-        return make_backend(b.backend_config())
-    from rltf.planners.loading import load_planner
-    from rltf.planners.tokenizer import tokenizer_texts_for
-
-    settings = cfg.planner if b.checkpoint is None else dataclasses.replace(cfg.planner, model=b.checkpoint)
-    texts = tokenizer_texts_for(train_env) if settings.model == "embedded" and train_env is not None else None
-    planner = load_planner(settings, texts)
-    planner.model.to(b.device)
-    return make_backend(b.backend_config(), planner=planner)
-
-
-def run_method(method: str, env, query, backend, flow: FlowSettings, trace_path: str | Path | None = None):
-    """One query through one method's flow: a :class:`~rltf.flows.agents.travel_nodes.FlowRun`."""
-    from rltf.flows.engine.flow import FlowConfig
-
-    config = FlowConfig(max_attempts=flow.max_attempts)
-    common = {"config": config, "system_prompts": flow.system_prompts, "trace_path": trace_path}
-    if method == "mtp":
-        from rltf.flows.agents.mtp import run_mtp
-
-        return run_mtp(env, query, backend, flow.mtp, **common)
-    if method == "okr":
-        from rltf.flows.agents.okr import run_okr
-
-        return run_okr(env, query, backend, flow.okr, **common)
-    if method == "react":
-        from rltf.flows.agents.react import run_react
-
-        return run_react(env, query, backend, flow.react, **common)
-    if method == "flat":
-        from rltf.flows.agents.flat import run_flat
-
-        return run_flat(env, query, backend, **common)
-    raise ValueError(f"unknown flow method {method!r}")
-
-
-# --------------------------------------------------------------------------------- evaluate
-def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pair=None,
-                   log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every method of ``flow.methods`` on the held-out queries (see the module docstring);
-    ``backend`` / ``envs_pair`` (train, held-out) reuse what the caller built. Returns the summary
-    written to ``flow_eval.json``."""
-    import envs as env_factory
-
-    if cfg.env.name != "travel":
-        raise ConfigError(f"the flows plan on the travel sandbox: set env.name=travel (got {cfg.env.name!r})")
-    started = time.perf_counter()
-    train, held = envs_pair if envs_pair is not None else env_factory.make_train_and_held_out(cfg.env)
-    ids = held_out_ids(cfg, flow, held)
-    if backend is None:
-        backend = build_backend(cfg, flow, train)
-    run_dir = Path(cfg.run_dir)
-    log(f"flows {', '.join(flow.methods)} on {len(ids)} {'+'.join(flow.splits)} queries, backend {backend!r}")
-    rows: dict[str, dict[str, float]] = {}
-    queries: dict[str, list[dict]] = {}
-    for method in flow.methods:
-        rows[method], queries[method] = evaluate_method(method, held, ids, backend, flow,
-                                                        trace_dir=run_dir / "traces" / method)
-        r = rows[method]
-        log(f"{method}: final pass {r['final pass']:.4f}, delivery {r['delivery']:.4f}, reward {r['reward']:.4f} "
-            f"({r['seconds/query']:.2f} s, {r['tokens/query']:.0f} tokens per query)")
-    if flow.oracle:
-        rows["solver"], queries["solver"] = solver_row(held, ids)
-    title = f"{', '.join(flow.methods)} on {len(ids)} {'+'.join(flow.splits)} queries ({_backend_name(flow)})"
-    md = table_markdown(rows, title)
-    summary = {"table": rows, "queries": ids, "title": title, "backend": dataclasses.asdict(flow.backend),
-               "results": queries, "seconds": time.perf_counter() - started}
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "flow_eval.md").write_text(md)
-    (run_dir / "flow_eval.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    log("\n" + md)
-    log(f"run folder: {run_dir}  ({summary['seconds']:.0f}s)")
-    log("held-out final pass: " + " ".join(f"{m}={r['final pass']:.4f}" for m, r in rows.items()))
-    return summary
-
-
-def evaluate_method(method: str, env, ids: Sequence[int], backend, flow: FlowSettings,
-                    trace_dir: Path | None = None) -> tuple[dict[str, float], list[dict]]:
-    """``method``'s flow on each query of ``ids`` with ``backend``: the table row and one record per
-    query (plan, error, seconds, tokens, nodes, decisions, log-prob; reward, final pass and
-    violations). The first ``flow.trace_queries`` passes write their traces to ``trace_dir``."""
-    from rltf.flows.agents.travel_nodes import FlowRun
-
-    plans: dict[int, Any] = {}
-    records = []
-    for k, i in enumerate(ids):
-        trace = trace_dir / f"query{i}.json" if trace_dir is not None and k < flow.trace_queries else None
-        t0 = time.perf_counter()
-        try:
-            fr = run_method(method, env, i, backend, flow, trace)
-        except Exception as e:  # noqa: BLE001 - one query's crash is that query's failure, reported
-            fr = FlowRun(None, None, f"{type(e).__name__}: {e}")
-        secs = time.perf_counter() - t0
-        plans[i] = fr.plan
-        res = fr.result
-        steps = res.constrained() if res is not None else []
-        records.append({
-            "query": i, "plan": fr.plan, "error": fr.error, "seconds": secs,
-            "tokens": res.usage.total_tokens if res is not None else 0,
-            "nodes": len(res.order) if res is not None else 0, "decisions": len(steps),
-            "logprob": sum(c.logprob for _, c in steps if c.logprob is not None),
-            "trace": str(trace) if trace is not None and res is not None else None,
-            "extra": fr.extra})
-    return _score(env, list(ids), plans, records)
-
-
-def solver_row(env, ids: Sequence[int]) -> tuple[dict[str, float], list[dict]]:
-    """The exact solver's row (the oracle: no model) on the queries ``ids``."""
-    plans, records = {}, []
-    for i in ids:
-        t0 = time.perf_counter()
-        plans[i] = env.reference_plan(i)
-        records.append({"query": i, "plan": plans[i], "error": None, "seconds": time.perf_counter() - t0,
-                        "tokens": 0, "nodes": 0, "decisions": 0, "logprob": 0.0, "trace": None, "extra": {}})
-    return _score(env, list(ids), plans, records)
-
-
-def held_out_ids(cfg: RunConfig, flow: FlowSettings, env) -> list[int]:
-    """The held-out queries of ``flow.splits`` (the persisted split) with ``flow.days``, ``flow.limit`` of them."""
-    import envs as env_factory
-
-    parts = env_factory.split_ids(cfg.env)
-    ids = [i for s in dict.fromkeys(flow.splits) for i in parts[s]]
-    if flow.days:
-        ids = [i for i in ids if env.get_query(i).days in flow.days]
-    ids = select_queries(ids, flow.limit, flow.select)
-    if not ids:
-        raise ConfigError(f"no held-out query in {flow.splits} with days {flow.days or cfg.env.travel.days}")
-    return ids
-
-
-def select_queries(ids: Sequence[int], limit: int | None, select: str = "spread") -> list[int]:
-    """``limit`` of ``ids``: evenly spaced (``spread``: the split is ordered by days and level, so
-    they mix) or the first ones; all of them without a limit."""
-    ids = list(ids)
-    if not limit or limit >= len(ids):
-        return ids
-    if select == "first":
-        return ids[:limit]
-    return [ids[(k * len(ids)) // limit] for k in range(limit)]
-
-
-def _score(env, ids: list[int], plans: dict[int, Any], records: list[dict]) -> tuple[dict[str, float], list[dict]]:
-    pairs = [(i, plans[i] if plans[i] is not None else "") for i in ids]
-    m = env.metrics(pairs)
-    results = env.reward_plans(pairs)
-    row = {_METRIC_KEYS[k]: float(m[k]) for k in _METRIC_KEYS}
-    n = max(1, len(ids))
-    row["reward"] = sum(r.reward for r in results) / n
-    row["tokens/query"] = sum(r["tokens"] for r in records) / n
-    row["seconds/query"] = sum(r["seconds"] for r in records) / n
-    row["nodes/query"] = sum(r["nodes"] for r in records) / n
-    row["decisions/query"] = sum(r["decisions"] for r in records) / n
-    for rec, res in zip(records, results):
-        rec["reward"] = res.reward
-        rec["final_pass"] = res.evaluation.final_pass
-        rec["violations"] = res.evaluation.violations()
-    return row, records
-
-
-def table_markdown(rows: dict[str, dict[str, float]], title: str) -> str:
-    head = "| method | " + " | ".join(COLUMNS) + " |"
-    sep = "|---|" + "---:|" * len(COLUMNS)
-    lines = [f"### {title}", "", head, sep]
-    for name, r in rows.items():
-        cells = [f"{r[c]:.0f}" if c == "tokens/query" else f"{r[c]:.2f}" if c.endswith("/query") else f"{r[c]:.4f}"
-                 for c in COLUMNS]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _backend_name(flow: FlowSettings) -> str:
-    b = flow.backend
-    if b.kind == "planner":
-        return f"planner {b.checkpoint or '(planner: section)'}"
-    return f"{b.kind} {b.model}"
 
 
 # --------------------------------------------------------------------------------- dry run

@@ -33,6 +33,7 @@ from transformers import (
 )
 
 import rltf.planners.minilm_t5  # noqa: F401  registers the MiniLM planner's model type with the Auto classes
+from rltf.planners.named import is_named, named_model_path
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?")
@@ -44,6 +45,8 @@ class PlannerError(ValueError):
 
 def resolve_source(name: str) -> tuple[str, str]:
     """("full" | "adapter", local dir) or ("hub", id); a clear error for anything else."""
+    if is_named(name):  # a packaged model (planner.model: smollm2): converted once, then a local folder
+        return "full", str(named_model_path(name))
     p = Path(name).expanduser()
     if p.exists():
         if not p.is_dir():
@@ -52,7 +55,7 @@ def resolve_source(name: str) -> tuple[str, str]:
     looks_local = name.startswith(("/", "./", "../", "~", ".")) or "\\" in name or name.count("/") > 1
     if looks_local or not HUB_ID.fullmatch(name):
         raise PlannerError(f"planner.model {name!r}: no such directory, and not a hub model id "
-                           f"(expected 'embedded', a directory, or an id such as 'google/flan-t5-large')")
+                           f"(expected 'embedded', 'smollm2', a directory, or an id such as 'google/flan-t5-large')")
     return "hub", name
 
 

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import string
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
+
+if TYPE_CHECKING:
+    from envs.protocol import RLTFEnv
 
 PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
 SPECIAL_TOKENS = (PAD, EOS, UNK)  # ids 0, 1, 2 as in T5
@@ -29,44 +33,20 @@ _SYNTAX = r"▁?[(),?]"
 
 
 def default_tokenizer_texts() -> list[str]:
-    """What the embedded tokenizer is trained on when the caller passes nothing: the descriptions
-    of the TRAIN tasks only (no validation or test task of either suite, lite or full, reaches the
-    tokenizer), the canonical reference plans of every task (tool names and plan syntax are
-    allowed everywhere: they are the action space, not the task), and the tool names with their
-    one-line descriptions."""
-    from envs.openagi.plans import format_plan
-    from envs.openagi.split import load_split
-    from envs.openagi.suite import task_specs
-    from envs.openagi.tools import OPENAGI_TOOLS
+    """What the embedded tokenizer is trained on when the caller passes nothing: OpenAGI's texts
+    (:func:`envs.openagi.corpus.default_texts`: the descriptions of the TRAIN tasks of both suites,
+    every reference plan, the tool names with their one-line descriptions)."""
+    from envs.openagi.corpus import default_texts
 
-    train, held_out = set(), set()
-    for suite in ("lite", "full"):
-        specs, split = task_specs(suite), load_split(suite)
-        train |= {specs[i].description for i in split["train"]}
-        held_out |= {specs[i].description for part in ("validation", "test") for i in split[part]}
-    specs = task_specs("full")
-    texts = [s.description for s in specs if s.description in train - held_out]
-    texts += [format_plan(s.reference_plan) for s in specs]
-    texts += [t.name for t in OPENAGI_TOOLS] + [f"{t.name}: {t.description}" for t in OPENAGI_TOOLS]
-    return texts
+    return default_texts()
 
 
-def tokenizer_texts_for(env) -> list[str]:
-    """The embedded tokenizer's texts for the train env ``env``.
-
-    An env that says what its planner reads and writes (``env.tokenizer_texts()``: the travel
-    sandbox's train query texts and every entity name a plan may use) gives those. On OpenAGI:
-    the defaults (:func:`default_tokenizer_texts`, the same tokenizer as always) when its registry
-    holds only OpenAGI's tools, else the defaults plus each other tool's name and one-line
-    description, so a tool
-    registered from outside (``env.tools``) gets whole-word pieces like the others (its name would
-    encode anyway: every printable ASCII character is in the alphabet)."""
-    from envs.openagi.tools import SPECS
-
-    if hasattr(env, "tokenizer_texts"):
-        return list(env.tokenizer_texts())
-    extra = [t for t in env.registry if t.name not in SPECS]
-    return default_tokenizer_texts() + [t.name for t in extra] + [f"{t.name}: {t.description}" for t in extra]
+def tokenizer_texts_for(env: RLTFEnv) -> list[str]:
+    """The embedded tokenizer's texts for the train env ``env``: what the env says its planner reads
+    and writes (``env.tokenizer_texts()``: OpenAGI's train task texts, plans and tools, including
+    those registered from outside, ``env.tools``; the travel sandbox's train query texts and every
+    entity name a plan may use)."""
+    return list(env.tokenizer_texts())
 
 
 def train_plan_tokenizer(texts: Iterable[str], vocab_size: int = 2000,

@@ -1,19 +1,38 @@
-"""Baselines b for the REINFORCE advantage R - b.
+"""Baselines b for the advantage A = R - b (``rltf.baseline``).
 
-* ``moving_average`` — the paper's Eq. 4: b is an exponential moving average of the rewards of
-  previous batches (updated AFTER the advantage is computed).
-* ``per_task`` — one such moving average per task (tasks differ wildly in attainable reward).
-* ``rloo`` — leave-one-out over the K samples of the same task in this batch: b_i is the mean of
-  the other K-1 rewards.
+A *group* is the samples of one task in the batch (its ``k_samples`` plans, or trajectories; a task
+drawn twice in a batch is one group of 2K). Whether a sample's own reward R_i is in its b_i decides
+whether E[A·∇log π] is the policy gradient (not in it: unbiased) or a biased/rescaled version:
 
-A sample's baseline never contains its own reward, so E[(R - b) grad log pi] is unbiased. Before
-a moving average has history (the first batch; a task's first visit for ``per_task``), b_i is
-the leave-one-out mean of the other rewards it would have averaged: the rest of the batch
+=================  ===========================================  ===================================  ==========
+``baseline``       b_i                                          A_i                                  own R_i in b_i
+=================  ===========================================  ===================================  ==========
+``moving_average`` EMA of earlier batches' mean reward           R_i − b_i                            never
+                   (the paper's Eq. 4)
+``per_task``       EMA of earlier visits' mean reward of the     R_i − b_i                            never
+                   task
+``rloo``           mean of the group's OTHER K−1 rewards         R_i − b_i                            never
+                   (leave-one-out)
+``grpo``           the group's mean reward (GRPO, DeepSeekMath)  (R_i − b_i) / (std_group + 1e-4)     yes
+``dr_grpo``        the group's mean reward (Dr. GRPO)            R_i − b_i                            yes
+=================  ===========================================  ===================================  ==========
+
+``moving_average`` / ``per_task`` / ``rloo``: a sample's baseline never contains its own reward, so
+E[(R − b)·∇log π] is unbiased. The moving averages are updated AFTER the advantage is computed;
+before a moving average has history (the first batch; a task's first visit for ``per_task``), b_i
+is the leave-one-out mean of the other rewards it would have averaged: the rest of the batch
 (``moving_average``) or the task's other samples in the batch (``per_task``). A sample with no
-other sample to compare with (a batch of one; K = 1) gets b_i = R_i: advantage 0, no update
-from it.
+other sample to compare with (a batch of one; K = 1) gets b_i = R_i: advantage 0, no update from it.
 
-All baselines are plain state that checkpoints with ``state_dict`` / ``load_state_dict``.
+``grpo`` / ``dr_grpo``: the group mean contains the sample's own reward by definition. Without
+the std, that only rescales: R_i − mean = (K−1)/K · (R_i − mean of the others), so ``dr_grpo`` is
+``rloo`` times (K−1)/K (unbiased up to that constant). ``grpo`` divides by the group's reward
+standard deviation (Bessel-corrected, as TRL's GRPOTrainer; 0 for a group of one), which also
+depends on R_i: groups with nearly equal rewards get large weights (the bias Dr. GRPO removes). A
+group whose rewards are all equal has A = 0 for every sample under both.
+
+All baselines are plain state that checkpoints with ``state_dict`` / ``load_state_dict`` (the
+group baselines keep none).
 """
 
 from __future__ import annotations
@@ -23,7 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-BASELINES = ("moving_average", "per_task", "rloo")
+BASELINES = ("moving_average", "per_task", "rloo", "grpo", "dr_grpo")
+GRPO_STD_EPS = 1e-4  # grpo: A = (R − mean) / (std + eps), TRL's epsilon
 
 
 @dataclass
@@ -48,6 +68,14 @@ class Baseline:
             for t in np.unique(ids):
                 m = ids == t
                 b[m] = leave_one_out(r[m])
+        elif self.kind in ("grpo", "dr_grpo"):
+            b, scale = np.empty_like(r), np.ones_like(r)
+            for t in np.unique(ids):
+                m = ids == t
+                b[m] = r[m].mean()
+                if self.kind == "grpo":
+                    scale[m] = (r[m].std(ddof=1) if m.sum() > 1 else 0.0) + GRPO_STD_EPS
+            return (r - b) / scale, b
         elif self.kind == "per_task":
             b = np.array([self.per_task.get(int(t), np.nan) for t in ids])
             first = np.isnan(b)  # a task's first visit: the mean of its other samples

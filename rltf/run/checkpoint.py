@@ -3,7 +3,8 @@
 ``checkpoints/<run>/checkpoint-<step>/`` holds the planner (``save_pretrained``: full model or
 adapter), ``trainer_state.pt`` (optimizer, scheduler, baseline, step, metric history) — written into a temporary folder and renamed into place, so a run killed mid-write
 leaves the previous checkpoint intact. ``latest`` names the newest complete checkpoint.
-Rotation renames a checkpoint out of the way before deleting it, so a killed rotation never
+Rotation keeps the newest ``rltf.save_total_limit`` and the protected ones (the best on validation,
+``rltf.select: best_validation``); it renames a checkpoint out of the way before deleting it, so a killed rotation never
 leaves a half-deleted ``checkpoint-<step>``; the temporaries a kill leaves (``.checkpoint-*``,
 ``.engine-*``, ``.latest.*.tmp``) are removed when the run resumes (:func:`prepare_run_folder`)
 and after each save. :func:`latest_intact_checkpoint` resumes from the newest checkpoint whose
@@ -15,47 +16,59 @@ makes scoring faster, never different.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 import warnings
 from pathlib import Path
+from collections.abc import Collection
 from typing import Any
 
 import torch
 
 from envs.atomic import atomic_dir, write_atomic
+from rltf.run.folders import RunFolderError, check_folder_chain, disk_errors, not_a_folder
+from rltf.run.lock import lock_run_folder
 from rltf.run.tracking import DamagedFileError
 
 LATEST = "latest"
 STATE_FILE = "trainer_state.pt"
 MODEL_DIR = "planner"
 ENGINE_DIR = "deepspeed"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle")  # weights a checkpoint's planner/ never holds
 
 
 def save_checkpoint(run_dir: Path, step: int, planner, state: dict[str, Any], keep: int = 2,
-                    model_state: dict | None = None, extra_dirs: dict[str, Path] | None = None) -> Path:
+                    model_state: dict | None = None, extra_dirs: dict[str, Path] | None = None,
+                    protect: Collection[int] = ()) -> Path:
     """Write ``checkpoint-<step>`` atomically, point ``latest`` at it, keep the newest ``keep``.
 
     ``model_state``: the full weights when the planner's parameters are sharded; ``extra_dirs``:
     folders written beforehand (a DeepSpeed engine's partitions) moved in under the given names.
-    ``keep`` (``rltf.save_total_limit``) is at least 1: the checkpoint just written."""
+    ``keep`` (``rltf.save_total_limit``) is at least 1: the checkpoint just written. ``protect``:
+    steps of earlier checkpoints rotation never deletes (the best on validation, ``rltf.select``),
+    kept besides the newest ``keep``."""
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise ValueError(f"save_checkpoint: keep={keep!r} (rltf.save_total_limit); expected an integer >= 1, "
                          "the number of newest checkpoints kept (the one just written counts)")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / f"checkpoint-{step}"
-    with atomic_dir(final, replace=True) as tmp:
+    with disk_errors(final, "an RLTF checkpoint"), atomic_dir(final, replace=True) as tmp:
         planner.save_pretrained(tmp / MODEL_DIR, state_dict=model_state)
-        torch.save({**state, "step": step}, tmp / STATE_FILE)
+        buffer = io.BytesIO()  # (torch.save to a file reports a full disk without its errno)
+        torch.save({**state, "step": step}, buffer)
+        (tmp / STATE_FILE).write_bytes(buffer.getbuffer())
         for name, src in (extra_dirs or {}).items():
             os.replace(src, tmp / name)
-    write_atomic(run_dir / LATEST, final.name + "\n")
-    # rotation: the checkpoint just written always stays, with the newest keep-1 before it; any
-    # checkpoint of a later step is left over from an abandoned run (resume continues from latest)
+    with disk_errors(run_dir / LATEST, "the newest checkpoint's name"):
+        write_atomic(run_dir / LATEST, final.name + "\n")
+    # rotation: the checkpoint just written always stays, with the newest keep-1 before it and the
+    # protected ones; any checkpoint of a later step is left over from an abandoned run (resume
+    # continues from latest)
     others = [(s, p) for s, p in checkpoints(run_dir) if s != step]
-    older = [p for s, p in others if s < step]
+    older = [p for s, p in others if s < step and s not in set(protect)]
     doomed = [p for s, p in others if s > step] + older[: max(len(older) - (keep - 1), 0)]
     for p in doomed:
         _remove_checkpoint(p)
@@ -99,6 +112,21 @@ def remove_stale_temporaries(run_dir: Path, *, engines: bool = True) -> list[Pat
     return removed
 
 
+_STALE_SFT = re.compile(r"\.sft-.+")  # the fine-tuned planner being written (atomic_dir), left by a kill
+
+
+def remove_stale_sft_temporaries(run_dir: Path) -> list[Path]:
+    """Delete the ``.sft-*`` folders a run killed while saving its fine-tuned planner left in ``run_dir``
+    (only while this run holds the folder's lock: no other process writes there)."""
+    removed = []
+    if Path(run_dir).is_dir():
+        for p in Path(run_dir).iterdir():
+            if _STALE_SFT.fullmatch(p.name) and p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+    return removed
+
+
 def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """``(step, folder)`` of the ``checkpoint-<step>`` folders of ``run_dir``, oldest first."""
     found = []
@@ -107,10 +135,6 @@ def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
         if p.is_dir() and tail.isdigit():
             found.append((int(tail), p))
     return sorted(found)
-
-
-class RunFolderError(ValueError):
-    """A run folder that this run cannot use as asked (holds another run, damaged checkpoint...)."""
 
 
 class DamagedCheckpointError(RunFolderError, DamagedFileError):
@@ -129,9 +153,16 @@ def prepare_run_folder(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
     ``checkpoint-<step>`` folders, ``sft``) must be a folder, not a file: a clear error names the
     path. A fresh run (``resume=false``) refuses a folder that holds an earlier run's outputs,
     unless ``overwrite``: then those outputs are removed first, so nothing of the old run is
-    mixed in. A resumed run first removes the temporaries a killed write left behind."""
+    mixed in. A resumed run first removes the temporaries a killed write left behind.
+
+    First the run takes the folder's lock (:func:`rltf.run.lock.lock_run_folder`): a second run into
+    the same folder while this one lives is refused (:class:`~rltf.run.lock.RunFolderInUseError`).
+    A folder that cannot be written (read-only, full, no permission) is a
+    :class:`~rltf.run.folders.DiskWriteError` naming it."""
     run_dir = Path(run_dir)
-    _check_folder_chain(run_dir)
+    check_folder_chain(run_dir)
+    lock_run_folder(run_dir)
+    remove_stale_sft_temporaries(run_dir)
     if not resume and run_dir.is_dir():
         present = [name for name in RUN_ARTEFACTS if (run_dir / name).exists() or (run_dir / name).is_symlink()]
         if present and not overwrite:
@@ -146,40 +177,24 @@ def prepare_run_folder(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
         remove_stale_temporaries(run_dir / "rltf")
 
 
-def _not_a_folder(p: Path, what: str) -> RunFolderError:
-    return RunFolderError(f"{p} ({what}) is a file, not a folder; move or delete it (or pick another "
-                          "output_dir / run_name) before starting the run")
-
-
-def _check_folder_chain(run_dir: Path) -> None:
-    """``run_dir`` and its nearest existing parent (``output_dir`` or above) are folders."""
-    if run_dir.exists() and not run_dir.is_dir():
-        raise _not_a_folder(run_dir, "the run folder, output_dir/run_name")
-    for i, parent in enumerate(run_dir.parents):
-        if parent.exists() or parent.is_symlink():
-            if not parent.is_dir():
-                raise _not_a_folder(parent, "output_dir" if i == 0 else "a parent folder of output_dir")
-            return
-
-
 def check_run_layout(run_dir: Path) -> None:
     """Raise :class:`RunFolderError` naming the first path of the run's layout that exists but is
     not what the run needs there (a file where a folder goes, a folder where ``latest`` goes)."""
     run_dir = Path(run_dir)
-    _check_folder_chain(run_dir)
+    check_folder_chain(run_dir)
     folders = [(run_dir / "rltf", "RLTF checkpoints"), (run_dir / "sft", "the fine-tuned planner")]
     for p, what in folders:
         if (p.exists() or p.is_symlink()) and not p.is_dir():
-            raise _not_a_folder(p, what)
+            raise not_a_folder(p, what)
     rdir = run_dir / "rltf"
     if not rdir.is_dir():
         return
     for p in sorted(rdir.glob("checkpoint-*")):
         if re.fullmatch(r"checkpoint-\d+", p.name):
             if not p.is_dir():
-                raise _not_a_folder(p, "an RLTF checkpoint")
+                raise not_a_folder(p, "an RLTF checkpoint")
             if (p / MODEL_DIR).exists() and not (p / MODEL_DIR).is_dir():
-                raise _not_a_folder(p / MODEL_DIR, "a checkpoint's planner")
+                raise not_a_folder(p / MODEL_DIR, "a checkpoint's planner")
     if (rdir / LATEST).is_dir():
         raise RunFolderError(f"{rdir / LATEST} is a folder; it should be the file naming the newest checkpoint: "
                              "move or delete it")
@@ -234,7 +249,8 @@ def _first_line(e: BaseException) -> str:
 
 def checkpoint_problem(checkpoint: Path) -> tuple[dict[str, Any] | None, str | None]:
     """``(state, None)`` for an intact checkpoint, ``(None, why)`` for a damaged one: its state
-    loads and records its step, its planner folder's files read (:func:`rltf.planners.hf_models.damaged_files`,
+    loads and records its step, its planner folder holds safetensors weights and no pickle
+    (``pytorch_model.bin``...: never loaded from a run folder), its files read (:func:`rltf.planners.hf_models.damaged_files`,
     JSON and safetensors headers, tokenizer present), a DeepSpeed run's engine folder is there."""
     from rltf.planners.hf_models import damaged_files, has_tokenizer
 
@@ -250,7 +266,11 @@ def checkpoint_problem(checkpoint: Path) -> tuple[dict[str, Any] | None, str | N
         return None, f"no {MODEL_DIR}/ folder"
     if not ((planner / "config.json").is_file() or (planner / "adapter_config.json").is_file()):
         return None, f"{MODEL_DIR}/ has neither config.json nor adapter_config.json"
-    if not any(planner.glob("*.safetensors")) and not any(planner.glob("*.bin")):
+    pickled = sorted(f for f in planner.rglob("*") if f.suffix in PICKLE_SUFFIXES and f.is_file())
+    if pickled:  # rltf writes safetensors; a pickle here was put there, and loading it would fail or run it
+        return None, (f"{pickled[0].relative_to(checkpoint)}: a pickle weights file (rltf checkpoints hold "
+                      "safetensors only; a pickle is never loaded from a run folder)")
+    if not any(planner.glob("*.safetensors")):
         return None, f"{MODEL_DIR}/ holds no weights"
     if not has_tokenizer(planner):
         return None, f"{MODEL_DIR}/ has no tokenizer files"

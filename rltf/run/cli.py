@@ -1,7 +1,8 @@
 """The entry points' error handling: a user-facing error is one line on stderr, not a traceback.
 
 ``train/*.py`` end with ``run_cli(main)``: a bad setting, a planner that cannot load, a run
-folder that cannot be used, a damaged file, a run whose numbers went non-finite... print
+folder that cannot be used, a damaged file, a run whose numbers went non-finite, a disk that
+refuses a write (full, read-only, no permission: :mod:`rltf.run.folders`)... print
 ``error: <message>`` (the message names the key, file or folder and what to do) and exit with
 status 2. Anything else is a bug and keeps its traceback. ``RLTF_TRACEBACK=1`` shows the traceback
 of user-facing errors too.
@@ -14,6 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from rltf.run.folders import disk_error_message, disk_error_number
+
 T = TypeVar("T")
 
 EXIT_USER_ERROR = 2
@@ -23,7 +26,7 @@ EXIT_USER_ERROR = 2
 USER_ERRORS = (
     ("rltf.config.loading", "ConfigError"),
     ("rltf.planners.hf_models", "PlannerError"),
-    ("rltf.run.checkpoint", "RunFolderError"),  # and DamagedCheckpointError
+    ("rltf.run.folders", "RunFolderError"),  # and DamagedCheckpointError, DiskWriteError, RunFolderInUseError
     ("rltf.run.tracking", "DamagedFileError"),
     ("envs.openagi.config", "EnvConfigError"),
     ("envs.travel.config", "TravelConfigError"),
@@ -31,8 +34,9 @@ USER_ERRORS = (
     ("envs.openagi.hf.loader", "MemoryBudgetError"),
     ("envs.openagi.hf.sources", "DatasetAccessError"),
     ("constrained_decoding.search", "NonFiniteLogitsError"),
-    ("rltf.rl.trainer", "NonFiniteLossError"),
+    ("rltf.rl.steps", "NonFiniteLossError"),
     ("rltf.rl.sft", "NonFiniteSFTLossError"),
+    ("rltf.flows.evaluation", "BackendUnreachableError"),
 )
 
 
@@ -58,9 +62,11 @@ def run_cli(main: Callable[[list[str]], T], argv: Sequence[str] | None = None) -
     try:
         return main(args)
     except Exception as e:
-        if not isinstance(e, user_error_types()) or os.environ.get("RLTF_TRACEBACK", "") not in ("", "0"):
+        disk = disk_error_number(e) is not None  # a full / read-only disk anywhere: its path, not a traceback
+        if not (disk or isinstance(e, user_error_types())) or os.environ.get("RLTF_TRACEBACK", "") not in ("", "0"):
             raise
         sys.stdout.flush()
-        print(f"error: {one_line(e)}", file=sys.stderr, flush=True)
+        message = disk_error_message(e, None) if disk else one_line(e)
+        print(f"error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_USER_ERROR) from None
 

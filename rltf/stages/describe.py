@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import envs
-from envs.openagi.config import EnvConfigError
+from envs.config import EnvConfigError
 from rltf.config.loading import ConfigError, RunConfig, load_config
 from rltf.planners.loading import check_kl_reference
+from rltf.planners.named import describe_named, is_named
 
 # Exhaustive plan search is only affordable with the offline zoo; on the full grammar a VQA task
 # alone has millions of valid plans (enumerate_plans under SUITE_LIMITS["full"]).
@@ -45,6 +46,9 @@ def _planner_lines(cfg: RunConfig) -> list[str]:
             where = (f"embedded T5 built from scratch (d_model {e.d_model}, {e.num_layers}+{e.num_layers} layers, "
                      f"{e.num_heads} heads, d_ff {e.d_ff}, vocab <= {e.vocab_size}; cached under {e.dir})")
             arch = "seq2seq"
+    elif is_named(p.model):
+        where = describe_named(p.model)
+        arch = "causal"
     else:
         path = Path(p.model).expanduser()
         if path.is_dir():
@@ -120,7 +124,7 @@ def _training_lines(cfg: RunConfig) -> list[str]:
                  f"entropy {r.entropy_coef:g}, grad clip {r.max_grad_norm:g}")
     lines.append(f"eval        schemas {', '.join(ev.schemas)} on {', '.join(ev.splits)}; {ev.num_beams} beams, "
                  f"{ev.few_shot_k}-shot prompts")
-    if cfg.env.suite == "full" and "oracle" in ev.schemas:
+    if cfg.env.name == "openagi" and cfg.env.suite == "full" and "oracle" in ev.schemas:
         lines.append(f"            warning: {_ORACLE_NOTE}")
     lines.append(f"logging     {cfg.logging.report_to}, every {cfg.logging.log_every} steps")
     return lines

@@ -30,7 +30,7 @@ from rltf.stages import plan_job as stages
 from rltf.config.loading import ConfigError, RunConfig, config_to_yaml
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend
-from rltf.flows.evaluate import COLUMNS, evaluate_method, held_out_ids, solver_row, table_markdown
+from rltf.flows.evaluation import COLUMNS, evaluate_method, held_out_ids, solver_row, table_markdown
 from rltf.flows.training.teacher import DemonstrationGrammars, collect_demonstrations, plain_describe
 from rltf.rl.sft import supervised_finetune
 from rltf.run.tracking import Tracker, plot_rewards, write_json
@@ -233,7 +233,7 @@ def run_flow_job(cfg: RunConfig) -> dict[str, Any]:
 
 
 def read_flow_results(run_dir: Path, arm) -> dict[str, Any]:
-    """``flow_results.json`` for :mod:`rltf.comparison.compare` (an arm's ``reader``): the table's rows, each
+    """``flow_results.json`` for :mod:`rltf.comparison.results` (an arm's ``reader``): the table's rows, each
     row's per-query final pass (what the bootstrap resamples) and the run's seconds."""
     import json
 

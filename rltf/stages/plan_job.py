@@ -32,9 +32,11 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 import envs as env_factory
+from envs.atomic import atomic_dir
 from rltf.evaluation import schemas as ev
 from rltf.evaluation.schemas import Env, Task
 from rltf.run.checkpoint import prepare_run_folder
+from rltf.run.folders import disk_errors
 from rltf.config.loading import RunConfig, check_resume_config, config_to_yaml, save_config
 from rltf.run.distributed import Sharding, shard_planner, sharding_for
 from rltf.planners.embedded import no_language_pretraining
@@ -46,7 +48,7 @@ from rltf.planners.tokenizer import tokenizer_texts_for
 from rltf.run.tracking import Tracker, plot_rewards, read_json, write_json
 from rltf.rl.trainer import RLTFTrainer
 
-UNTRAINED = ("zero", "few")  # schemas of the planner before any training (free-form text)
+UNTRAINED = ("zero", "few")  # schemas of the planner before any training (prompted: ev.untrained_schema)
 CONSTRAINED = ("finetuned", "rltf")  # schemas of a trained planner (constrained beam search)
 LAST_LINE_SCHEMAS = ("zero", "few", "finetuned", "rltf", "oracle")
 _LABELS = {"zero": "zero-shot", "few": "few-shot", "finetuned": "fine-tuned"}
@@ -88,11 +90,12 @@ def start(cfg: RunConfig, *, write_config: bool = True) -> Run:
     run = Run(cfg, acc, sharding_for(acc), started)
     set_seed(cfg.seed)
     if write_config and acc.is_main_process:
-        prepare_run_folder(run.run_dir, resume=cfg.resume, overwrite=cfg.overwrite)
-        if cfg.resume and (run.run_dir / "config.yaml").is_file():  # before it is overwritten
-            check_resume_config((run.run_dir / "config.yaml").read_text(), cfg, str(run.run_dir / "config.yaml"))
-        run.run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run.run_dir / "config.yaml")
+        with disk_errors(run.run_dir, "the run folder"):  # read-only, full: one line naming the path
+            prepare_run_folder(run.run_dir, resume=cfg.resume, overwrite=cfg.overwrite)
+            if cfg.resume and (run.run_dir / "config.yaml").is_file():  # before it is overwritten
+                check_resume_config((run.run_dir / "config.yaml").read_text(), cfg, str(run.run_dir / "config.yaml"))
+            run.run_dir.mkdir(parents=True, exist_ok=True)
+            save_config(cfg, run.run_dir / "config.yaml")
     run.log(f"run {cfg.run_name} -> {run.run_dir}  ({acc.num_processes} process(es), device {acc.device})")
     return run
 
@@ -162,10 +165,21 @@ def fine_tune(run: Run, planner: Planner, envs: Envs, out_dir: Path) -> list[dic
                                   on_nonfinite=cfg.sft.on_nonfinite)
     weights = sharding.full_state_dict(planner.model)  # every process takes part when sharded
     if acc.is_main_process:
-        planner.save_pretrained(out_dir, state_dict=weights)
-        write_json(run.run_dir / "sft_history.json", history)
+        save_planner(planner, out_dir, weights, "the fine-tuned planner")
+        with disk_errors(run.run_dir / "sft_history.json", "the SFT losses"):
+            write_json(run.run_dir / "sft_history.json", history)
     acc.wait_for_everyone()
     return history
+
+
+def save_planner(planner: Planner, out_dir: Path, weights: dict | None, what: str) -> Path:
+    """``planner.save_pretrained`` into a temporary sibling of ``out_dir`` renamed into place: a
+    full disk or a kill mid-write leaves no half-written ``out_dir`` to be taken for a finished
+    one (a resumed run sees no ``sft/rltf_planner.json`` and fine-tunes again). A disk that
+    refuses the write is a :class:`~rltf.run.folders.DiskWriteError` naming ``out_dir`` (``what``)."""
+    with disk_errors(out_dir, what), atomic_dir(out_dir, replace=True) as tmp:
+        planner.save_pretrained(tmp, state_dict=weights)
+    return out_dir
 
 
 def start_rltf_from_sft(run: Run, planner: Planner, sft_dir: Path, *, resumed: bool) -> Planner:
@@ -216,7 +230,9 @@ def evaluate(run: Run, schemas: Iterable[str], planner: Planner | None, envs: En
     """The requested learning schemas (``rltf.config.sections.EVAL_SCHEMAS``) on ``tasks``, each plan scored
     on all of a task's samples by the held-out env:
 
-    * ``zero`` / ``few``: ``planner``'s free text, zero-shot or with :func:`few_shot_examples`;
+    * ``zero`` / ``few``: the untrained ``planner`` prompted with the env's plan instructions, zero-shot
+      or with :func:`few_shot_examples` (:func:`rltf.evaluation.schemas.untrained_schema`: free text,
+      or constrained beam search for a chat planner);
     * ``finetuned`` / ``rltf``: ``planner``'s best plan by constrained beam search (the two names
       are the same evaluation of whatever planner is passed: it runs once);
     * ``reference`` / ``oracle``: the reference plans / exhaustive search (no planner).
@@ -234,15 +250,17 @@ def evaluate(run: Run, schemas: Iterable[str], planner: Planner | None, envs: En
                 results[s] = NotApplicable(s, reason=no_language_pretraining(planner))
             elif s in UNTRAINED:
                 shots = few_shot_examples(cfg, envs) if s == "few" else []
-                results[s] = ev.free_form_schema(s, planner, env, tasks, shots, cfg.planner.max_plan_tokens)
+                results[s] = ev.untrained_schema(s, planner, env, tasks, shots, num_beams=cfg.eval.num_beams,
+                                                 max_new_tokens=cfg.planner.max_plan_tokens)
             elif s in CONSTRAINED:
                 done = next((results[c] for c in CONSTRAINED if c in results), None)
                 results[s] = (ev.SchemaResult(s, dict(done.plans), dict(done.scores)) if done is not None else
                               ev.constrained_schema(s, planner, env, tasks, cfg.eval.num_beams))
             elif s == "reference":
                 results[s] = ev.reference_schema(env, tasks)
-            else:
-                results[s] = ev.oracle_schema(env, tasks)
+            else:  # the env's oracle; n/a for an env without one
+                found = ev.oracle_schema(env, tasks)
+                results[s] = found if found is not None else NotApplicable(s, reason="the env has no oracle")
             if log:
                 run.log(f"{_LABELS.get(s, s)} {_overall(results[s])}")
     return results
@@ -263,14 +281,15 @@ def evaluate_untrained(run: Run, planner: Planner, envs: Envs, tasks: Sequence[T
     if cfg.resume and initial_file.exists():
         results = {name: NotApplicable(name, reason=d["n/a"]) if "n/a" in d else
                    ev.SchemaResult(name, {int(k): v for k, v in d["plans"].items()},
-                                   {int(k): v for k, v in d["scores"].items()})
+                                   {int(k): v for k, v in d["scores"].items()},
+                                   {int(k): v for k, v in d.get("valid", {}).items()})
                    for name, d in read_json(initial_file, "the zero/few-shot results").items()}
         for name, r in results.items():
             run.log(f"{_LABELS[name]} {_overall(r)}")
         return results
     results = evaluate(run, wanted, planner, envs, tasks)
     if run.acc.is_main_process:
-        write_json(initial_file, {k: {"plans": v.plans, "scores": v.scores} |
+        write_json(initial_file, {k: {"plans": v.plans, "scores": v.scores, "valid": v.valid} |
                                   ({"n/a": v.reason} if isinstance(v, NotApplicable) else {})
                                   for k, v in results.items()})
     return results
@@ -293,9 +312,10 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
         env = run.envs.held_out
     na = {r.schema: r.reason for r in ordered if isinstance(r, NotApplicable)}
     table = ev.results_table([r for r in ordered if r.schema not in na], tasks, env)
-    oracle_name = getattr(env, "oracle_name", "oracle")
+    oracle_name = env.oracle_name if env is not None else "oracle"
     labels = {"oracle": oracle_name, **(labels or {})}
-    md = _with_na_rows(ev.table_markdown(table, title, labels), table["columns"], na, labels)
+    md = _with_na_rows(ev.table_markdown(table, title, labels), ev.markdown_columns(table),
+                       [r.schema for r in ordered], na, labels)
     if na:  # n/a rows hold no numbers (null in the JSON), in table order, and say why
         table["rows"] = {r.schema: {c: None for c in table["columns"]} if r.schema in na else table["rows"][r.schema]
                          for r in ordered}
@@ -318,13 +338,18 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
     return summary
 
 
-def _with_na_rows(md: str, columns: Sequence[str], na: dict[str, str], labels: dict[str, str]) -> str:
-    """The markdown table with a row of ``n/a`` per not-applicable schema (they are the first
-    schemas in table order: zero, few) and a line with each one's reason."""
+def _with_na_rows(md: str, columns: Sequence[str], schemas: Sequence[str], na: dict[str, str],
+                  labels: dict[str, str]) -> str:
+    """The markdown table with a row of ``n/a`` per not-applicable schema, in its place among
+    ``schemas`` (table order: zero / few of a planner without language pretraining, the oracle of
+    an env without one), and a line with each one's reason."""
     if not na:
         return md
     lines = md.rstrip("\n").split("\n")
     at = next(i for i, line in enumerate(lines) if line.startswith("|---")) + 1
-    rows = [f"| {labels.get(s, s)} | " + " | ".join("n/a" for _ in columns) + " |" for s in na]
+    scored = iter(lines[at:at + len(schemas) - len(na)])  # the table's rows: the other schemas, in order
+    rows = [f"| {labels.get(s, s)} | " + " | ".join("n/a" for _ in columns) + " |" if s in na else next(scored)
+            for s in schemas]
+    rest = lines[at + len(schemas) - len(na):]
     notes = [f"{', '.join(s for s, r in na.items() if r == reason)}: {reason}" for reason in dict.fromkeys(na.values())]
-    return "\n".join(lines[:at] + rows + lines[at:] + ["", *notes]) + "\n"
+    return "\n".join(lines[:at] + rows + rest + ["", *notes]) + "\n"

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from envs.travel.plans import PlanParseError, parse_plan
 from rltf.flows.engine.database import Database
-from rltf.flows.engine.flow import FlowConfig, NodeRetry
+from rltf.flows.engine.config import FlowConfig
+from rltf.flows.engine.errors import NodeRetry
 from rltf.flows.engine.program import Ask, run_program
+from rltf.flows.agents.agent_setup import delivered
 from rltf.flows.agents.react import PLAN_FORMAT
 from rltf.flows.agents.travel_nodes import FlowRun
 
@@ -47,6 +49,5 @@ def run_flat(env, query, backend, *, config: FlowConfig | None = None, system_pr
     db = Database({"task": q.query})
     pr = run_program(backend, _program(env, q, backend, system_prompts), db=db, config=config, name=f"flat-q{q.id}",
                      trace_path=trace_path)
-    plan = pr.value if pr.finished else None
-    error = None if plan is not None else ("; ".join(f"{r.name}: {r.error}" for r in pr.result.failures()) or "no plan")
+    plan, error = delivered(pr)
     return FlowRun(plan, pr.result, error)

@@ -32,16 +32,19 @@ from envs.travel.candidates import QueryCandidates
 from envs.travel.grammar import build_travel_grammar
 from envs.travel.plans import PlanParseError, parse_plan
 from envs.travel.text import flight_text, ground_text
-from rltf.flows.backends.base import Message, Sampling
-from rltf.flows.engine.database import Database
-from rltf.flows.engine.flow import FlowConfig, NodeRetry
-from rltf.flows.engine.program import Ask, run_program
 from rltf.config.flow import ReActSettings
-from rltf.flows.agents.travel_nodes import Catalog, FlowRun, constraints_text
+from rltf.flows.agents.agent_setup import AgentSetup, delivered
+from rltf.flows.agents.travel_nodes import FlowRun
+from rltf.flows.backends.base import Sampling
+from rltf.flows.engine.config import FlowConfig
+from rltf.flows.engine.database import Database
+from rltf.flows.engine.errors import NodeRetry
+from rltf.flows.engine.program import Ask, run_program
 
 __all__ = ["FINISH", "ReActAgent", "run_react"]
 
 FINISH = "Finish"
+SYSTEM = "You are a travel agent: search with the tools, then plan."
 _ACTION = re.compile(r"^(\w+)\[(.*)\]$")
 PLAN_FORMAT = ('Write the plan as a JSON list with one object per day: {"days": 1, "current_city": "from A to B" '
                'or "A", "transportation": ..., "breakfast": "Name, City" or "-", "attraction": "Name, City;" or '
@@ -53,13 +56,9 @@ class ReActAgent:
 
     def __init__(self, env, query, backend, settings: ReActSettings | None = None, *,
                  config: FlowConfig | None = None, system_prompts: bool = False):
-        self.env = env
-        self.cat = Catalog(env, query)
-        self.q = self.cat.q
-        self.backend = backend
+        self.setup = AgentSetup.create(env, query, backend, config, system_prompts)
+        self.cat, self.q = self.setup.cat, self.setup.q
         self.settings = settings or ReActSettings()
-        self.config = config or FlowConfig()
-        self.system_prompts = system_prompts
         self.db = Database()
         self.trajectory: list[dict[str, Any]] = []
         self.restaurants: dict[str, list[str]] = {}
@@ -118,7 +117,8 @@ class ReActAgent:
         seen = set(self.hotels) | set(self.restaurants) | set(self.attractions) | set(self.cities_found)
         route = [x for x in c.route_cities if x in seen]
         transport: dict[tuple[str, str], dict[int, list[str]]] = {}
-        legs = {(a, b) for a, b, _ in self.flights} | set(self.ground)
+        # legs in first-seen order (a set's order changed with PYTHONHASHSEED: runs were not reproducible)
+        legs = dict.fromkeys([(a, b) for a, b, _ in self.flights] + list(self.ground))
         for a, b in legs:
             per_day = {}
             for i in range(q.days):
@@ -134,10 +134,7 @@ class ReActAgent:
 
     # ---------------------------------------------------------------------------- program
     def _ask(self, name: str, body: str, **kw: Any) -> Ask:
-        msgs: list[Message] = []
-        if self.system_prompts:
-            msgs.append({"role": "system", "content": "You are a travel agent: search with the tools, then plan."})
-        msgs.append({"role": "user", "content": f"{self.q.query}\nConstraints: {constraints_text(self.q)}.\n{body}"})
+        msgs = self.setup.messages(SYSTEM, f"{self.setup.head()}\n{body}")
         return Ask(name, body.splitlines()[-1], messages=msgs, **kw)
 
     def _scratchpad(self) -> str:
@@ -181,10 +178,11 @@ class ReActAgent:
                                      "hotels": {k: len(v) for k, v in gathered.accommodations.items()},
                                      "restaurants": {k: len(v) for k, v in gathered.restaurants.items()},
                                      "attractions": {k: len(v) for k, v in gathered.attractions.items()}}
-        tok = getattr(self.backend, "tokenizer", None)
-        if getattr(self.backend, "supports_grammar", False) and tok is not None:
+        backend = self.setup.backend
+        tok = getattr(backend, "tokenizer", None)
+        if getattr(backend, "supports_grammar", False) and tok is not None:
             try:
-                grammar = build_travel_grammar(tok, gathered, self.env.max_attractions)
+                grammar = build_travel_grammar(tok, gathered, self.setup.env.max_attractions)
             except GrammarError as e:
                 self.db["react.undelivered"] = f"the gathered information is not enough for an itinerary: {e}"
                 return None
@@ -204,13 +202,9 @@ class ReActAgent:
 
     def run(self, trace_path: str | Path | None = None) -> FlowRun:
         self.db["task"] = self.q.query
-        pr = run_program(self.backend, self.program(), db=self.db, config=self.config, name=f"react-q{self.q.id}",
-                         trace_path=trace_path)
-        plan = pr.value if pr.finished else None
-        error = None
-        if plan is None:
-            error = self.db.get("react.undelivered") or "; ".join(f"{r.name}: {r.error}" for r in pr.result.failures()) \
-                or "no plan"
+        pr = run_program(self.setup.backend, self.program(), db=self.db, config=self.setup.config,
+                         name=f"react-q{self.q.id}", trace_path=trace_path)
+        plan, error = delivered(pr, self.db.get("react.undelivered"))
         return FlowRun(plan, pr.result, error, {"steps": len(self.trajectory),
                                                 "actions": [t["action"] for t in self.trajectory]})
 

@@ -15,6 +15,8 @@ for free text and validates a :class:`Choices` answer instead, retrying with the
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from constrained_decoding.protocol import Grammar
 
 __all__ = ["Backend", "BackendError", "Choices", "Completion", "GrammarArg", "Message", "Messages", "Sampling",
-           "check_messages", "per_item", "render_plain"]
+           "check_messages", "check_usage_and_logprob", "per_item", "render_plain"]
 
 Message = dict[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
@@ -99,6 +101,27 @@ class Completion:
     prompt: str | None = None
     temperature: float = 1.0
     value: Any = None  # the grammar's action (for a ChoiceGrammar: the option string), when constrained
+
+    def __post_init__(self) -> None:
+        check_usage_and_logprob(self.prompt_tokens, self.completion_tokens, self.logprob, "Completion")
+
+
+def check_usage_and_logprob(prompt_tokens: Any, completion_tokens: Any, logprob: Any, what: str) -> None:
+    """Token counts are integers >= 0 and a log-probability is None or a finite number <= 0 (up to
+    rounding): a backend answering otherwise is broken, and its numbers would poison the usage
+    accounting or the policy gradient. A ``ValueError`` naming ``what`` and the bad value."""
+    for name, n in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+            raise ValueError(f"{what}: {name}={n!r}; expected an integer >= 0 (a token count)")
+    if logprob is None:
+        return
+    if isinstance(logprob, bool) or not isinstance(logprob, numbers.Real) or not math.isfinite(logprob) \
+            or logprob > LOGPROB_ROUNDING:
+        raise ValueError(f"{what}: logprob={logprob!r}; expected a finite log-probability <= 0 (or None when the "
+                         "backend cannot say)")
+
+
+LOGPROB_ROUNDING = 1e-4  # a sum of token log-probabilities may round a little above 0
 
 
 @runtime_checkable

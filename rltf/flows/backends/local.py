@@ -33,17 +33,8 @@ from constrained_decoding.decode import greedy_plans, sample_plans
 from constrained_decoding.prompts import encode_formatted, encode_prompts, format_prompt
 from constrained_decoding.protocol import Grammar
 from constrained_decoding.rows import GrammarError
-from rltf.flows.backends.base import (
-    BackendError,
-    Choices,
-    Completion,
-    GrammarArg,
-    Message,
-    Sampling,
-    check_messages,
-    per_item,
-    render_plain,
-)
+from rltf.flows.backends.base import (BackendError, Choices, Completion, GrammarArg, Message, Sampling,
+                                      check_messages, per_item, render_plain)
 from rltf.flows.engine.choice import choice_grammar
 
 __all__ = ["ChatTemplate", "LocalModelBackend"]

@@ -19,15 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from rltf.flows.backends.base import (
-    BackendError,
-    Completion,
-    GrammarArg,
-    Message,
-    Sampling,
-    check_messages,
-    per_item,
-)
+from rltf.flows.backends.base import BackendError, Completion, GrammarArg, Message, Sampling, check_messages, per_item
 
 __all__ = ["OpenAIBackend"]
 
@@ -35,23 +27,30 @@ __all__ = ["OpenAIBackend"]
 class OpenAIBackend:
     """Chat completions from ``model`` at ``base_url`` (None: the client's default, api.openai.com).
 
-    ``max_concurrency`` requests of a batch run at once (threads); ``timeout`` seconds per
-    request; ``extra_body`` is sent with every request (server-specific options)."""
+    ``max_concurrency`` requests of a batch run at once (threads); ``timeout`` seconds to wait for
+    a response (reading it); ``connect_timeout`` seconds to open the connection, short so that a
+    dead or unreachable endpoint fails in seconds, not after ``timeout``; ``extra_body`` is sent
+    with every request (server-specific options)."""
 
     supports_grammar = False
 
     def __init__(self, model: str, base_url: str | None = None, *, api_key_env: str = "OPENAI_API_KEY",
-                 sampling: Sampling | None = None, timeout: float = 120.0, max_concurrency: int = 4,
+                 sampling: Sampling | None = None, timeout: float = 120.0, connect_timeout: float = 10.0,
+                 max_concurrency: int = 4,
                  logprobs: bool = False, seed: int | None = None, extra_body: dict[str, Any] | None = None):
         if not model:
             raise BackendError("the openai backend needs a model name")
         if max_concurrency < 1:
             raise BackendError(f"max_concurrency={max_concurrency}: expected at least 1")
+        for name, seconds in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
+                raise BackendError(f"{name}={seconds!r}: expected a finite number of seconds > 0")
         self.model = model
         self.base_url = base_url
         self.api_key_env = api_key_env
         self.sampling = sampling or Sampling()
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.max_concurrency = max_concurrency
         self.logprobs = logprobs
         self.seed = seed
@@ -63,6 +62,7 @@ class OpenAIBackend:
         """The ``openai.OpenAI`` client, created on first use (its own retries off)."""
         if self._client is None:
             try:
+                import httpx
                 import openai
             except ImportError:
                 raise BackendError("the openai backend needs the openai package: pip install openai") from None
@@ -70,7 +70,8 @@ class OpenAIBackend:
             if not key:
                 raise BackendError(f"the openai backend reads its API key from ${self.api_key_env}, which is not set "
                                    "(any non-empty value will do for a local server that checks none)")
-            self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=0)
+            timeout = httpx.Timeout(self.timeout, connect=min(self.connect_timeout, self.timeout))
+            self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0)
         return self._client
 
     def generate(self, messages_batch: Sequence[Sequence[Message]], grammar: GrammarArg | Sequence[GrammarArg] = None,
@@ -110,6 +111,11 @@ class OpenAIBackend:
                           prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                           completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
                           logprob=logprob, temperature=s.temperature if s.do_sample else 1.0)
+
+    @property
+    def endpoint(self) -> str:
+        """Where the requests go: the base URL (the client's default: api.openai.com)."""
+        return self.base_url or "https://api.openai.com/v1"
 
     def __repr__(self) -> str:
         return f"OpenAIBackend({self.model!r}, base_url={self.base_url!r})"

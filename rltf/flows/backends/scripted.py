@@ -12,15 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
-from rltf.flows.backends.base import (
-    BackendError,
-    Completion,
-    GrammarArg,
-    Message,
-    Sampling,
-    check_messages,
-    per_item,
-)
+from rltf.flows.backends.base import BackendError, Completion, GrammarArg, Message, Sampling, check_messages, per_item
 
 __all__ = ["ScriptedBackend", "word_count"]
 

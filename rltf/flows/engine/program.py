@@ -26,8 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from rltf.flows.backends.base import Message, Sampling
+from rltf.flows.engine.config import FlowConfig
+from rltf.flows.engine.context import NodeContext
 from rltf.flows.engine.database import Database
-from rltf.flows.engine.flow import Flow, FlowConfig, Node, NodeContext, PassResult
+from rltf.flows.engine.flow import Flow
+from rltf.flows.engine.graph import Node
+from rltf.flows.engine.results import PassResult
 
 __all__ = ["Ask", "Program", "ProgramRun", "run_program"]
 

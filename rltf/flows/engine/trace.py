@@ -19,6 +19,7 @@ from typing import Any
 
 from envs.atomic import write_atomic
 from rltf.flows.backends.base import Message
+from rltf.run.tracking import DamagedFileError
 
 __all__ = ["TRACE_FORMAT", "AttemptTrace", "NodeTrace", "PassTrace", "json_safe", "load_trace"]
 
@@ -116,12 +117,22 @@ class PassTrace:
 
 
 def load_trace(path: str | os.PathLike) -> PassTrace:
-    """Read a trace :meth:`PassTrace.write` wrote."""
-    data = json.loads(Path(path).read_text())
-    if data.get("format", TRACE_FORMAT) > TRACE_FORMAT:
-        raise ValueError(f"{path}: trace format {data['format']}; this rltf reads up to {TRACE_FORMAT}")
-    nodes = []
-    for n in data.pop("nodes", []):
-        attempts = [AttemptTrace(**a) for a in n.pop("attempts", [])]
-        nodes.append(NodeTrace(**n, attempts=attempts))
-    return PassTrace(**data, nodes=nodes)
+    """Read a trace :meth:`PassTrace.write` wrote. A file that is not one (truncated, not UTF-8,
+    not JSON, not a trace's fields) is a :class:`~rltf.run.tracking.DamagedFileError` naming it."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DamagedFileError(f"{path} is not a readable flow trace ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict):
+        raise DamagedFileError(f"{path} is not a flow trace: it holds a JSON {type(data).__name__}, not an object")
+    version = data.get("format", TRACE_FORMAT)
+    if not isinstance(version, int) or version > TRACE_FORMAT:
+        raise ValueError(f"{path}: trace format {version!r}; this rltf reads up to {TRACE_FORMAT}")
+    try:
+        nodes = []
+        for n in data.pop("nodes", []):
+            attempts = [AttemptTrace(**a) for a in n.pop("attempts", [])]
+            nodes.append(NodeTrace(**n, attempts=attempts))
+        return PassTrace(**data, nodes=nodes)
+    except (TypeError, AttributeError) as e:  # a missing or unknown field, a node that is not an object
+        raise DamagedFileError(f"{path} is not a flow trace ({type(e).__name__}: {e})") from None

@@ -21,7 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rltf.flows.backends.base import BackendError, Choices, Completion, GrammarArg, Message, Sampling, check_messages, per_item
-from rltf.flows.agents.travel_nodes import FAMILIES, Route, route_text, schedule_text
+from envs.travel.local_checks import FAMILIES
+from envs.travel.routes import Route
+from rltf.flows.agents.travel_nodes import route_text, schedule_text
 
 __all__ = ["Demonstration", "SolverTeacher", "TeacherBackend", "collect_demonstrations", "decision_role",
            "plain_describe"]
@@ -150,7 +152,7 @@ def collect_demonstrations(env, query_ids: Sequence[int], method: str, describe:
     """Run ``method``'s flow on every query with the solver teacher; every decision of every pass
     as a :class:`Demonstration`, and how the taught flow scores (``final_pass``, ``queries``: the
     share of queries whose taught pass passes every constraint, and how many were taught)."""
-    from rltf.flows.evaluate import run_method
+    from rltf.flows.agents.dispatch import run_method
 
     demos: list[Demonstration] = []
     plans = []

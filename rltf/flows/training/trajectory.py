@@ -19,6 +19,7 @@ Credit (``flow.credit``):
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rltf.flows.backends.base import Completion
+from rltf.flows.backends.base import Completion, check_usage_and_logprob
 from rltf.flows.training.teacher import decision_role
 
 __all__ = ["CREDITS", "Decision", "Trajectory", "decision_weights", "roll_out"]
@@ -43,6 +44,17 @@ class Decision:
     role: str
     completion: Completion
     local: float | None = None  # its meta-task's local-constraint result (MTP executors)
+
+    def __post_init__(self) -> None:
+        """Refuse a decision whose numbers would poison the policy gradient: a NaN, infinite or
+        positive log-probability, negative token counts, a non-finite local result."""
+        c = self.completion
+        check_usage_and_logprob(c.prompt_tokens, c.completion_tokens, c.logprob,
+                                f"decision of node {self.node!r}")
+        if self.local is not None and (isinstance(self.local, bool) or not isinstance(self.local, numbers.Real)
+                                       or not math.isfinite(self.local)):
+            raise ValueError(f"decision of node {self.node!r}: local={self.local!r}; expected a finite "
+                             "local-constraint result or None")
 
 
 @dataclass
@@ -67,7 +79,7 @@ def roll_out(method: str, env, task_id: int, backend, flow, *, trace_path=None) 
     """Run ``method``'s flow on one query with ``backend`` (sampling or greedy, as set) and score
     the delivered plan. A flow that raises is a trajectory with reward 0 and no decisions (warned):
     one query's failure does not stop training."""
-    from rltf.flows.evaluate import run_method
+    from rltf.flows.agents.dispatch import run_method
 
     try:
         fr = run_method(method, env, task_id, backend, flow, trace_path)
@@ -96,7 +108,7 @@ class CreditStats:
 def decision_weights(trajectory_weights: np.ndarray, trajectories: Sequence[Trajectory], credit: str,
                      local_weight: float = 1.0, local_mean: float | None = None) -> tuple[np.ndarray, CreditStats]:
     """One loss weight per decision, in trajectory order: its trajectory's weight (the advantage
-    with the regularisers, :meth:`rltf.rl.trainer.RLTFTrainer.loss_weights`), plus, under
+    with the regularisers, :func:`rltf.rl.steps.loss_weights`), plus, under
     ``local+global`` credit, ``local_weight · (local − local_mean)`` for decisions with a local
     result. ``local_mean`` (the baseline; every process's decisions when given) defaults to this
     batch's mean."""

@@ -1,5 +1,6 @@
 """Train / validation / test split of the sandbox queries by query, stratified by (level, days),
-persisted in ``envs/travel/splits/seed{seed}.json`` (regenerate with ``python -m envs.travel.split``).
+persisted in ``envs/travel/splits/seed{seed}.json`` (regenerate with ``python -m envs.travel.split``,
+``split/__main__.py``).
 
 The file stores each query's id and text; :func:`load_split` checks them against the generated
 queries, so a change of the database, the generator or the solver that would silently change the
@@ -8,15 +9,15 @@ queries of a part is caught (regenerate the file then).
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 from envs.splitting import SPLITS, stratified_split
+from envs.travel.queries import default_queries
 from envs.travel.query import TravelQuery
 
 FRACTIONS = {"validation": 0.2, "test": 0.2}
-SPLIT_DIR = Path(__file__).parent / "splits"
+SPLIT_DIR = Path(__file__).resolve().parent.parent / "splits"  # envs/travel/splits/
 
 
 def make_split(queries: list[TravelQuery], seed: int = 0, fractions: dict[str, float] | None = None) -> dict[str, list[int]]:
@@ -31,8 +32,6 @@ def split_path(seed: int = 0) -> Path:
 
 
 def build_split_file(seed: int = 0) -> dict:
-    from envs.travel.queries import default_queries
-
     _, queries = default_queries(seed)
     parts = make_split(queries, seed)
     by_id = {q.id: q for q in queries}
@@ -49,8 +48,6 @@ def load_split(seed: int = 0, path: str | Path | None = None, check: bool = True
     data = json.loads(path.read_text())
     out = {part: [e["id"] for e in data[part]] for part in SPLITS}
     if check:
-        from envs.travel.queries import default_queries
-
         _, queries = default_queries(data.get("seed", seed))
         by_id = {q.id: q for q in queries}
         for part in SPLITS:
@@ -61,18 +58,3 @@ def load_split(seed: int = 0, path: str | Path | None = None, check: bool = True
                         f"travel split file {path} is stale: query {e['id']} is {e['query'][:60]!r}... there but "
                         f"{(q.query[:60] if q else 'missing')!r} now; regenerate it with python -m envs.travel.split")
     return out
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Write the persisted travel query split.")
-    ap.add_argument("--seed", type=int, action="append", help="database/query seed (default: 0)")
-    args = ap.parse_args(argv)
-    SPLIT_DIR.mkdir(exist_ok=True)
-    for seed in args.seed or [0]:
-        data = build_split_file(seed)
-        split_path(seed).write_text(json.dumps(data, indent=1) + "\n")
-        print(f"seed {seed}:", {k: len(data[k]) for k in SPLITS}, "->", split_path(seed))
-
-
-if __name__ == "__main__":
-    main()

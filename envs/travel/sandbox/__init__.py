@@ -1,11 +1,10 @@
 """The sandbox database: generated in code (seeded) in the real TravelPlanner schema, exported to
 and loaded from the public repository's ``database/`` layout.
 
-    python -m envs.travel.sandbox --export DIR [--seed 0]
-
-writes ``DIR/database/...`` (the six files of :data:`envs.travel.schema.DATABASE_FILES`),
-``DIR/queries/{train,validation,test}.csv`` (hub dataset columns) and
-``DIR/plans/solver_{split}.jsonl`` (official submission format, the solver's plans).
+``python -m envs.travel.sandbox --export DIR [--seed 0] [--no-plans]`` (``sandbox/__main__.py``,
+by :func:`envs.travel.interchange.export_all`) writes ``DIR/database/...`` (the six files of
+:data:`envs.travel.schema.DATABASE_FILES`), ``DIR/queries/{train,validation,test}.csv`` (hub dataset
+columns) and ``DIR/plans/solver_{split}.jsonl`` (official submission format, the solver's plans).
 
 :func:`load_database` reads such a directory -- ours or the real one -- the way the official tools
 do (``pd.read_csv(path).dropna()`` then the tool's columns), with a clear error naming a missing
@@ -14,7 +13,6 @@ file or column.
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -362,23 +360,3 @@ def load_database(database_dir: str | Path) -> SandboxDB:
             raise ValueError(f"{path} line {i}: expected 'city<TAB>state', got {line!r}")
         cities[parts[0]] = parts[1]
     return SandboxDB(cities, source=str(root), **tables)
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--export", metavar="DIR", help="write database/, queries/ and plans/ under DIR")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-plans", action="store_true", help="skip solving the queries (plans/)")
-    args = ap.parse_args(argv)
-    db = generate_database(args.seed)
-    print("sandbox", {k: v for k, v in db.sizes().items()})
-    if args.export:
-        from envs.travel.interchange import export_all
-
-        written = export_all(db, args.export, seed=args.seed, with_plans=not args.no_plans)
-        for p in written:
-            print("wrote", p)
-
-
-if __name__ == "__main__":
-    main()

@@ -20,7 +20,7 @@ from envs.travel.sandbox import SandboxDB
 from envs.travel.text import before_paren, from_to, name_city, transport_mode
 
 
-class ReferenceEvaluator:
+class RowByRowEvaluator:
     def __init__(self, db: SandboxDB):
         self.flights = db.flights
         self.hotels = db.accommodations
@@ -272,7 +272,7 @@ class ReferenceEvaluator:
         rule = q["local_constraint"]["house rule"]
         if rule is None:
             return None
-        banned = {"smoking": "No smoking", "parities": "No parties", "children under 10": "No children under 10",
+        banned = {"smoking": "No smoking", "parties": "No parties", "children under 10": "No children under 10",
                   "visitors": "No visitors", "pets": "No pets"}.get(rule)
         return not any(banned and banned in str(h["house_rules"]) for h in self._hotels(q, plan))
 

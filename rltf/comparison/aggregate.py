@@ -1,0 +1,129 @@
+"""Aggregating a comparison over seeds: mean ± std, bootstrap intervals over tasks, curves.
+
+:func:`aggregate` reads every finished run back: per row the value of each seed, mean ± std over
+seeds (std with ddof=1), the bootstrap interval over tasks of the seed-averaged per-task scores
+(:func:`rltf.evaluation.schemas.bootstrap_interval`), the valid-plan rates, the train reward against the
+number of plans sampled (first and last tenth of training) and the wall time; per trained arm the
+curves (periodic held-out score and train reward vs plans sampled, mean and std over seeds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rltf.comparison.results import SeedRun
+from rltf.comparison.suites import Row, Suite
+from rltf.evaluation.schemas import BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, bootstrap_interval
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample std (ddof=1; 0 for one value) — nan for none."""
+    x = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    if x.size == 0:
+        return float("nan"), float("nan")
+    return float(x.mean()), float(x.std(ddof=1)) if x.size > 1 else 0.0
+
+
+def _curve(runs: Sequence[SeedRun], key: str) -> dict | None:
+    """``key`` against plans sampled: per step present in every seed's history, mean and std over
+    seeds; plus each seed's own points."""
+    per_seed = []
+    for r in runs:
+        pts = {int(h["step"]): float(h[key]) for h in r.history if key in h and h[key] is not None}
+        if pts and r.plans_per_step:
+            per_seed.append((r, pts))
+    if not per_seed:
+        return None
+    steps = sorted(set.intersection(*(set(p) for _, p in per_seed)))
+    pps = per_seed[0][0].plans_per_step
+    stats = [mean_std([p[s] for _, p in per_seed]) for s in steps]
+    return {"key": key, "steps": steps, "plans": [s * pps for s in steps], "mean": [m for m, _ in stats],
+            "std": [sd for _, sd in stats], "seeds": {str(r.seed): {"plans": [s * r.plans_per_step for s in sorted(p)],
+                                                                      "values": [p[s] for s in sorted(p)]}
+                                                      for r, p in per_seed}}
+
+
+def row_task_values(results: dict, row: Row) -> dict:
+    """Per-task values of ``row``'s column: a reader's ``task_values[schema][column]`` when it gives
+    them (e.g. travel's final pass per query), else the per-task ``scores`` for the ``overall`` /
+    ``reward`` column (their mean); none otherwise (no interval)."""
+    given = results.get("task_values", {}).get(row.schema, {}).get(row.column)
+    if given is not None:
+        return given
+    return results.get("scores", {}).get(row.schema, {}) if row.column in ("overall", "reward") else {}
+
+
+def _task_key(task: str) -> tuple:
+    """Task ids in their natural order (``"2"`` before ``"10"``): the bootstrap resamples by position."""
+    return (0, int(task), "") if task.lstrip("-").isdigit() else (1, 0, task)
+
+
+def _window_means(curve: dict | None, fraction: float = 0.1) -> tuple[float | None, float | None, int | None]:
+    """The curve's mean over its first and last ``fraction`` of steps (at least one step each)."""
+    if not curve or not curve["mean"]:
+        return None, None, None
+    n = max(1, int(round(len(curve["mean"]) * fraction)))
+    return float(np.mean(curve["mean"][:n])), float(np.mean(curve["mean"][-n:])), n
+
+
+def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int] | None = None) -> dict:
+    """The comparison: one entry per row (values per seed, mean ± std, bootstrap interval over tasks
+    of the seed-averaged per-task scores, valid-plan rates, train reward vs plans sampled, wall
+    time) and the trained arms' curves."""
+    rows, curves = [], {}
+    for arm in suite.arms:
+        ar = runs.get(arm.name, [])
+        if any(r.trained and r.arm == arm.name for r in suite.rows):
+            curves[arm.name] = {"score": _curve(ar, arm.score_key), "reward": _curve(ar, arm.reward_key),
+                                "valid": _curve(ar, arm.valid_key)}
+    for row in suite.rows:
+        arm = suite.arm(row.arm)
+        ar = [r for r in runs.get(row.arm, []) if row.schema in r.results["rows"]]
+        values = {r.seed: float(r.results["rows"][row.schema][row.column]) for r in ar}
+        mean, std = mean_std(list(values.values()))
+        # per task: the mean over the seeds that scored it; the interval is over tasks
+        by_task: dict[str, list[float]] = {}
+        for r in ar:
+            for task, score in row_task_values(r.results, row).items():
+                by_task.setdefault(str(task), []).append(float(score))
+        pooled = [float(np.mean(v)) for _, v in sorted(by_task.items(), key=lambda kv: _task_key(kv[0]))]
+        interval = list(bootstrap_interval(pooled)) if pooled else None
+        valid_held_out = mean_std([r.results["rows"][row.schema].get("valid", row.valid) for r in ar])[0] \
+            if ar else None
+        if valid_held_out is not None and math.isnan(valid_held_out):
+            valid_held_out = None
+        entry: dict[str, Any] = {
+            "label": row.label, "arm": row.arm, "schema": row.schema, "column": row.column, "trained": row.trained,
+            "n_seeds": len(values), "values": {str(k): v for k, v in sorted(values.items())}, "mean": mean,
+            "std": std, "n_tasks": len(pooled), "interval": interval,
+            "seed_intervals": {str(r.seed): r.results.get("intervals", {}).get(row.schema) for r in ar},
+            "valid_held_out": valid_held_out,
+            "metrics": {m: dict(zip(("mean", "std"), mean_std(vals))) | {"n_seeds": len(vals)}
+                        for m in suite.metrics
+                        if (vals := [float(r.results["rows"][row.schema][m]) for r in ar
+                                     if m in r.results["rows"][row.schema]])}}
+        if row.trained:
+            c = curves.get(row.arm, {})
+            first, last, n = _window_means(c.get("reward"))
+            steps = [len([h for h in r.history if arm.reward_key in h]) for r in ar]
+            entry |= {"train_reward_first": first, "train_reward_last": last, "train_reward_window_steps": n,
+                      "plans_sampled": int(max(steps) * (ar[0].plans_per_step or 0)) if ar and steps else None,
+                      "valid_train": mean_std([float(np.mean([h[arm.valid_key] for h in r.history
+                                                              if arm.valid_key in h]))
+                                               for r in ar if any(arm.valid_key in h for h in r.history)])[0],
+                      "wall_s": dict(zip(("mean", "std"), mean_std([r.wall_s for r in ar]))),
+                      "cpu_s": dict(zip(("mean", "std"), mean_std([r.cpu_s for r in ar])))}
+            if entry["valid_train"] is not None and math.isnan(entry["valid_train"]):
+                entry["valid_train"] = None
+        rows.append(entry)
+    seeds = list(range(suite.seeds)) if seeds is None else list(seeds)
+    return {"suite": suite.name, "description": suite.description, "seeds": seeds, "metrics": list(suite.metrics),
+            "interval": {"level": BOOTSTRAP_LEVEL, "resamples": BOOTSTRAP_RESAMPLES,
+                         "over": "tasks, per-task scores averaged over seeds"},
+            "runs": {a: [{"seed": r.seed, "run_dir": str(r.run_dir), "wall_s": r.wall_s, "cpu_s": r.cpu_s,
+                          "plans_per_step": r.plans_per_step} for r in rs] for a, rs in runs.items()},
+            "rows": rows, "curves": curves}

@@ -1,0 +1,245 @@
+"""Held-out evaluation of agent flows on the travel sandbox: every method of ``flow.methods`` on the
+held-out queries of ``flow.splits``, one pass of the method's flow per query, scored by the
+evaluator, with the exact solver's row beside them (:func:`evaluate_flows`), and the table as
+markdown (:func:`table_markdown`). The command line: :mod:`rltf.flows.evaluate`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rltf.config.flow import FlowSettings
+from rltf.config.loading import ConfigError, RunConfig
+from rltf.flows.agents.dispatch import build_backend, run_method
+from rltf.flows.backends.base import BackendError
+
+__all__ = ["COLUMNS", "BackendHealth", "BackendUnreachableError", "backend_calls", "evaluate_flows", "evaluate_method",
+           "held_out_ids", "select_queries", "solver_row", "table_markdown"]
+
+COLUMNS = ("delivery", "commonsense micro", "commonsense macro", "hard micro", "hard macro", "final pass", "reward",
+           "tokens/query", "seconds/query", "nodes/query", "decisions/query")
+_METRIC_KEYS = {"delivery_rate": "delivery", "commonsense_micro": "commonsense micro",
+                "commonsense_macro": "commonsense macro", "hard_micro": "hard micro", "hard_macro": "hard macro",
+                "final_pass": "final pass"}
+
+
+def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pair=None,
+                   log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every method of ``flow.methods`` on the held-out queries (see :mod:`rltf.flows.evaluate`);
+    ``backend`` / ``envs_pair`` (train, held-out) reuse what the caller built. Returns the summary
+    written to ``flow_eval.json``."""
+    import envs as env_factory
+
+    if cfg.env.name != "travel":
+        raise ConfigError(f"the flows plan on the travel sandbox: set env.name=travel (got {cfg.env.name!r})")
+    started = time.perf_counter()
+    train, held = envs_pair if envs_pair is not None else env_factory.make_train_and_held_out(cfg.env)
+    ids = held_out_ids(cfg, flow, held)
+    if backend is None:
+        backend = build_backend(cfg, flow, train)
+    run_dir = Path(cfg.run_dir)
+    log(f"flows {', '.join(flow.methods)} on {len(ids)} {'+'.join(flow.splits)} queries, backend {backend!r}")
+    rows: dict[str, dict[str, float]] = {}
+    queries: dict[str, list[dict]] = {}
+    health = BackendHealth(backend)  # fails fast when the first queries get no answer at all
+    errors: dict[str, dict[str, Any]] = {}
+    for method in flow.methods:
+        rows[method], queries[method] = evaluate_method(method, held, ids, backend, flow,
+                                                        trace_dir=run_dir / "traces" / method, health=health)
+        r = rows[method]
+        log(f"{method}: final pass {r['final pass']:.4f}, delivery {r['delivery']:.4f}, reward {r['reward']:.4f} "
+            f"({r['seconds/query']:.2f} s, {r['tokens/query']:.0f} tokens per query)")
+        errors[method] = backend_error_summary(queries[method])
+        if errors[method]["failed_calls"]:
+            e = errors[method]
+            log(f"{method}: backend errors: {e['failed_calls']} failed call(s) in {e['queries']} of {len(ids)} "
+                f"queries (retried; a node whose calls all failed fails its query); last: {e['last']}")
+    if flow.oracle:
+        rows["solver"], queries["solver"] = solver_row(held, ids)
+    title = f"{', '.join(flow.methods)} on {len(ids)} {'+'.join(flow.splits)} queries ({_backend_name(flow)})"
+    md = table_markdown(rows, title)
+    summary = {"table": rows, "queries": ids, "title": title, "backend": dataclasses.asdict(flow.backend),
+               "backend_errors": errors, "results": queries, "seconds": time.perf_counter() - started}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "flow_eval.md").write_text(md)
+    (run_dir / "flow_eval.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    log("\n" + md)
+    log(f"run folder: {run_dir}  ({summary['seconds']:.0f}s)")
+    log("held-out final pass: " + " ".join(f"{m}={r['final pass']:.4f}" for m, r in rows.items()))
+    return summary
+
+
+def evaluate_method(method: str, env, ids: Sequence[int], backend, flow: FlowSettings,
+                    trace_dir: Path | None = None,
+                    health: BackendHealth | None = None) -> tuple[dict[str, float], list[dict]]:
+    """``method``'s flow on each query of ``ids`` with ``backend``: the table row and one record per
+    query (plan, error, seconds, tokens, nodes, decisions, log-prob, backend calls answered and
+    failed, the last backend error; reward, final pass and violations). The first
+    ``flow.trace_queries`` passes write their traces to ``trace_dir``. ``health`` sees every
+    query's backend calls and raises :class:`BackendUnreachableError` when the first ones all fail."""
+    from rltf.flows.agents.travel_nodes import FlowRun
+
+    plans: dict[int, Any] = {}
+    records = []
+    for k, i in enumerate(ids):
+        trace = trace_dir / f"query{i}.json" if trace_dir is not None and k < flow.trace_queries else None
+        t0 = time.perf_counter()
+        try:
+            fr = run_method(method, env, i, backend, flow, trace)
+        except Exception as e:  # noqa: BLE001 - one query's crash is that query's failure, reported
+            fr = FlowRun(None, None, f"{type(e).__name__}: {e}")
+        secs = time.perf_counter() - t0
+        plans[i] = fr.plan
+        res = fr.result
+        steps = res.constrained() if res is not None else []
+        answered, failed, last_error = backend_calls(res)
+        records.append({
+            "query": i, "plan": fr.plan, "error": fr.error, "seconds": secs,
+            "tokens": res.usage.total_tokens if res is not None else 0,
+            "nodes": len(res.order) if res is not None else 0, "decisions": len(steps),
+            "logprob": sum(c.logprob for _, c in steps if c.logprob is not None),
+            "trace": str(trace) if trace is not None and res is not None else None,
+            "backend_calls": answered, "backend_failures": failed, "backend_error": last_error,
+            "extra": fr.extra})
+        if health is not None:
+            health.record(answered, failed, last_error, planned=len(ids))
+    return _score(env, list(ids), plans, records)
+
+
+# ----------------------------------------------------------------------------- backend errors
+FAIL_FAST_QUERIES = 2  # queries whose every backend call failed, none answered before: the backend is down
+
+
+class BackendUnreachableError(BackendError):
+    """The flows' backend answered none of its calls on the first queries (a dead endpoint, a wrong
+    URL or model, a server that errs on every request): the evaluation stops instead of scoring
+    every query 0."""
+
+
+@dataclass
+class BackendHealth:
+    """The backend calls of an evaluation so far: while none was ever answered, the first
+    :data:`FAIL_FAST_QUERIES` queries that called the backend and saw only failures stop the
+    evaluation (:class:`BackendUnreachableError`, naming the endpoint and the last error)."""
+
+    backend: Any
+    queries: int = 0  # queries that called the backend
+    answered: int = 0
+    failed: int = 0
+    last_error: str | None = None
+
+    def record(self, answered: int, failed: int, last_error: str | None, *, planned: int) -> None:
+        if answered == failed == 0:
+            return
+        self.queries += 1
+        self.answered += answered
+        self.failed += failed
+        self.last_error = last_error or self.last_error
+        if self.answered == 0 and self.queries >= min(FAIL_FAST_QUERIES, planned):
+            b = self.backend
+            where = getattr(b, "endpoint", None)
+            named = f"the backend {b!r}" + (f" at {where}" if where else "")
+            raise BackendUnreachableError(
+                f"{named} failed on every call of the first {self.queries} queries ({self.failed} calls, none "
+                f"answered; last: {self.last_error}); check that the server is up and serves the configured model "
+                "(flow.backend.base_url, flow.backend.model, the API key); nothing was scored")
+
+
+def backend_calls(result) -> tuple[int, int, str | None]:
+    """``(answered, failed, last error)``: the backend calls of a pass (its trace: each attempt's
+    retried failures and its answer), none for a pass that did not run."""
+    if result is None or getattr(result, "trace", None) is None:
+        return 0, 0, None
+    answered = failed = 0
+    last = None
+    for node in result.trace.nodes:
+        for attempt in node.attempts:
+            answered += attempt.answer is not None
+            failed += len(attempt.backend_errors)
+            if attempt.backend_errors:
+                last = attempt.backend_errors[-1]
+    return answered, failed, last
+
+
+def backend_error_summary(records: Sequence[dict]) -> dict[str, Any]:
+    """A method's backend errors over its queries: failed calls, queries with one, the last error."""
+    hit = [r for r in records if r.get("backend_failures")]
+    return {"failed_calls": sum(r["backend_failures"] for r in hit), "queries": len(hit),
+            "last": hit[-1]["backend_error"] if hit else None}
+
+
+def solver_row(env, ids: Sequence[int]) -> tuple[dict[str, float], list[dict]]:
+    """The exact solver's row (the oracle: no model) on the queries ``ids``."""
+    plans, records = {}, []
+    for i in ids:
+        t0 = time.perf_counter()
+        plans[i] = env.reference_plan(i)
+        records.append({"query": i, "plan": plans[i], "error": None, "seconds": time.perf_counter() - t0,
+                        "tokens": 0, "nodes": 0, "decisions": 0, "logprob": 0.0, "trace": None, "extra": {}})
+    return _score(env, list(ids), plans, records)
+
+
+def held_out_ids(cfg: RunConfig, flow: FlowSettings, env) -> list[int]:
+    """The held-out queries of ``flow.splits`` (the persisted split) with ``flow.days``, ``flow.limit`` of them."""
+    import envs as env_factory
+
+    parts = env_factory.split_ids(cfg.env)
+    ids = [i for s in dict.fromkeys(flow.splits) for i in parts[s]]
+    if flow.days:
+        ids = [i for i in ids if env.get_query(i).days in flow.days]
+    ids = select_queries(ids, flow.limit, flow.select)
+    if not ids:
+        raise ConfigError(f"no held-out query in {flow.splits} with days {flow.days or cfg.env.travel.days}")
+    return ids
+
+
+def select_queries(ids: Sequence[int], limit: int | None, select: str = "spread") -> list[int]:
+    """``limit`` of ``ids``: evenly spaced (``spread``: the split is ordered by days and level, so
+    they mix) or the first ones; all of them without a limit."""
+    ids = list(ids)
+    if not limit or limit >= len(ids):
+        return ids
+    if select == "first":
+        return ids[:limit]
+    return [ids[(k * len(ids)) // limit] for k in range(limit)]
+
+
+def _score(env, ids: list[int], plans: dict[int, Any], records: list[dict]) -> tuple[dict[str, float], list[dict]]:
+    pairs = [(i, plans[i] if plans[i] is not None else "") for i in ids]
+    m = env.metrics(pairs)
+    results = env.reward_plans(pairs)
+    row = {_METRIC_KEYS[k]: float(m[k]) for k in _METRIC_KEYS}
+    n = max(1, len(ids))
+    row["reward"] = sum(r.reward for r in results) / n
+    row["tokens/query"] = sum(r["tokens"] for r in records) / n
+    row["seconds/query"] = sum(r["seconds"] for r in records) / n
+    row["nodes/query"] = sum(r["nodes"] for r in records) / n
+    row["decisions/query"] = sum(r["decisions"] for r in records) / n
+    for rec, res in zip(records, results):
+        rec["reward"] = res.reward
+        rec["final_pass"] = res.evaluation.final_pass
+        rec["violations"] = res.evaluation.violations()
+    return row, records
+
+
+def table_markdown(rows: dict[str, dict[str, float]], title: str) -> str:
+    head = "| method | " + " | ".join(COLUMNS) + " |"
+    sep = "|---|" + "---:|" * len(COLUMNS)
+    lines = [f"### {title}", "", head, sep]
+    for name, r in rows.items():
+        cells = [f"{r[c]:.0f}" if c == "tokens/query" else f"{r[c]:.2f}" if c.endswith("/query") else f"{r[c]:.4f}"
+                 for c in COLUMNS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _backend_name(flow: FlowSettings) -> str:
+    b = flow.backend
+    if b.kind == "planner":
+        return f"planner {b.checkpoint or '(planner: section)'}"
+    return f"{b.kind} {b.model}"

