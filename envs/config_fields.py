@@ -1,7 +1,8 @@
-"""Bounded numeric fields for settings dataclasses, and the check of their bounds.
+"""Bounded numeric fields for settings dataclasses, the check of their bounds, and the coercion of
+a mapping into a settings dataclass (:func:`as_settings`).
 
 Env configs (``envs/openagi/config.py``) declare ``n_samples: int = num(20, gt=0)``; rltf's run
-config schema uses the same helper for its own sections, so one run config is checked by one
+config uses the same helper for its own sections, so one run config is checked by one
 rule at every depth (``rltf.config.loading.validate_config``) and an env config built on its own is
 checked the same way (:func:`bound_errors`).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import field
 from typing import Any
 
@@ -52,3 +53,18 @@ def bound_errors(obj: Any, prefix: str = "") -> Iterator[str]:
 
 def _holds(value: float, op: str, limit: float) -> bool:
     return {"ge": value >= limit, "gt": value > limit, "le": value <= limit, "lt": value < limit}[op]
+
+
+def as_settings(cls: type, config: Any, error: type[Exception], what: str) -> Any:
+    """An instance of the settings dataclass ``cls`` from itself, a mapping of its fields, or
+    ``None`` (the defaults); a mapping with an unknown key raises ``error`` naming ``what``."""
+    if config is None:
+        return cls()
+    if isinstance(config, cls):
+        return config
+    if isinstance(config, Mapping):
+        try:
+            return cls(**dict(config))
+        except TypeError as e:
+            raise error(f"bad {what} {dict(config)!r}: {e}") from None
+    raise TypeError(f"expected a {cls.__name__} or a mapping of its fields, got {type(config).__name__}")

@@ -22,6 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from envs.config_fields import as_settings
+
 from envs.openagi.config import EnvConfigError, OpenAGIEnvConfig
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.registry import ToolRegistry
@@ -30,17 +32,8 @@ HELD_OUT = "all"  # the held-out env holds every task; validation / test ids com
 
 
 def as_config(config: OpenAGIEnvConfig | Mapping[str, Any] | None) -> OpenAGIEnvConfig:
-    """An :class:`OpenAGIEnvConfig` from itself, a mapping of its fields, or ``None`` (the defaults)."""
-    if config is None:
-        return OpenAGIEnvConfig()
-    if isinstance(config, OpenAGIEnvConfig):
-        return config
-    if isinstance(config, Mapping):
-        try:
-            return OpenAGIEnvConfig(**dict(config))
-        except TypeError as e:
-            raise EnvConfigError(f"bad env config {dict(config)!r}: {e}") from None
-    raise TypeError(f"expected an OpenAGIEnvConfig or a mapping of its fields, got {type(config).__name__}")
+    """A :class:`OpenAGIEnvConfig` from itself, a mapping of its fields, or ``None`` (the defaults)."""
+    return as_settings(OpenAGIEnvConfig, config, EnvConfigError, "env config")
 
 
 # ------------------------------------------------------------------------------------ tools

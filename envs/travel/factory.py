@@ -13,21 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from envs.config_fields import as_settings
+
 from envs.travel.config import TravelConfigError, TravelEnvConfig
 from envs.travel.env import TravelPlannerEnv
 
 
 def as_config(config: TravelEnvConfig | Mapping[str, Any] | None) -> TravelEnvConfig:
-    if config is None:
-        return TravelEnvConfig()
-    if isinstance(config, TravelEnvConfig):
-        return config
-    if isinstance(config, Mapping):
-        try:
-            return TravelEnvConfig(**dict(config))
-        except TypeError as e:
-            raise TravelConfigError(f"bad travel env config {dict(config)!r}: {e}") from None
-    raise TypeError(f"expected a TravelEnvConfig or a mapping of its fields, got {type(config).__name__}")
+    """A :class:`TravelEnvConfig` from itself, a mapping of its fields, or ``None`` (the defaults)."""
+    return as_settings(TravelEnvConfig, config, TravelConfigError, "travel env config")
 
 
 def _all_queries(config: TravelEnvConfig):
