@@ -59,6 +59,10 @@ def test_main_job_on_a_tiny_config(tiny):
     assert "overall" in table["columns"] and table["n_tasks"]["overall"] == 10
     hist = json.loads((run_dir / "rltf_history.json").read_text())
     assert [h["step"] for h in hist] == [1, 2] and "eval/validation/score" in hist[0]
+    # rltf.select=best_validation: the rltf row is the best of steps 0 (the fine-tuned planner), 1, 2
+    selection = json.loads((run_dir / "results.json").read_text())["rltf_selection"]
+    assert [v["step"] for v in selection["validation"]] == [0, 1, 2] and selection["step"] in (0, 1, 2)
+    assert f"| rltf (best validation, step {selection['step']}) |" in md
     assert "| schema |" in (run_dir / "results.md").read_text()
     # resume: the finished run is picked up from its checkpoints and gives the same table
     again, _ = _run_printing(run, load_config([*args, "resume=true"]))
@@ -74,7 +78,8 @@ def test_evaluate_recipe_gives_the_main_jobs_rows_for_the_same_planner(tiny):
 
     args, summary, _, root = tiny
     rows = summary["table"]["rows"]
-    final = root / "tiny" / "rltf" / "checkpoint-2" / "planner"
+    selected = summary["rltf_selection"]["step"]  # rltf.select=best_validation: the rltf row's planner
+    final = root / "tiny" / "rltf" / f"checkpoint-{selected}" / "planner"
     trained, out = _run_printing(evaluate_main, [*args, "run_name=eval-final", f"planner.model={final}",
                                                  "eval.schemas=[rltf,reference]"])
     assert trained["table"]["rows"] == {s: rows[s] for s in ("rltf", "reference")}

@@ -134,7 +134,7 @@ def test_kill_and_resume_gives_the_same_final_state(tmp_path):
     full = run(make_cfg(tmp_path / "a", "rltf.steps=5", "rltf.baseline=per_task", "rltf.lr_schedule=linear"))
     cfg_b = make_cfg(tmp_path / "b", "rltf.steps=5", "rltf.baseline=per_task", "rltf.lr_schedule=linear")
     with pytest.raises(Killed):
-        run(cfg_b, kill_at=3)  # dies in step 3, after the checkpoint of step 2
+        run(cfg_b, kill_at=4)  # dies in step 3 (calls: step 0, 1, 2, 3), after the checkpoint of step 2
     assert (cfg_b.run_dir / "rltf" / "latest").read_text().strip() == "checkpoint-2"
     again = run(cfg_b)
     assert again[3] is True

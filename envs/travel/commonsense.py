@@ -7,6 +7,8 @@ attractions, non-conflicting transportation, minimum nights stay. Each returns a
 
 from __future__ import annotations
 
+import itertools
+
 from envs.travel.eval_mode import EvalMode
 from envs.travel.plans import Plan
 from envs.travel.query import TravelQuery
@@ -88,12 +90,7 @@ class CommonsenseRules(EvalMode):
             if "accommodation" not in u:
                 return fail(f"No Accommodation Info (day {i + 1}).")
             values.append(u["accommodation"])
-        runs: list[list] = []
-        for v in values:
-            if runs and runs[-1][0] == v:
-                runs[-1][1] += 1
-            else:
-                runs.append([v, 1])
+        runs = [(v, len(list(group))) for v, group in itertools.groupby(values)]  # consecutive nights
         for v, n in runs:
             if not v or v in ("-", ""):
                 continue

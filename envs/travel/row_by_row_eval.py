@@ -10,6 +10,8 @@ same verdicts and costs on many plans. Where the official code would raise, the 
 
 from __future__ import annotations
 
+import itertools
+
 import math
 import re
 from typing import Any
@@ -141,12 +143,7 @@ class RowByRowEvaluator:
             if "accommodation" not in u:
                 return False
             vals.append(u["accommodation"])
-        runs = []
-        for v in vals:
-            if runs and runs[-1][0] == v:
-                runs[-1][1] += 1
-            else:
-                runs.append([v, 1])
+        runs = [(v, len(list(group))) for v, group in itertools.groupby(vals)]  # consecutive nights
         for v, n in runs:
             if v and v not in ("-", ""):
                 res = self._hotel(v)

@@ -286,9 +286,10 @@ def validate_config(cfg: RunConfig) -> None:
                           "cannot be fine-tuned directly (QLoRA trains a LoRA adapter on them)")
     if p.lora.target_modules is not None and not p.lora.target_modules:
         raise ConfigError("'planner.lora.target_modules' is an empty list; expected module names or null")
-    if cfg.rltf.baseline == "rloo" and cfg.rltf.k_samples < 2:
-        raise ConfigError(f"'rltf.baseline' is 'rloo' (leave-one-out over the K samples) but 'rltf.k_samples' is "
-                          f"{cfg.rltf.k_samples}; expected k_samples >= 2")
+    if cfg.rltf.baseline in ("rloo", "grpo", "dr_grpo") and cfg.rltf.k_samples < 2:
+        raise ConfigError(f"'rltf.baseline' is {cfg.rltf.baseline!r} (a baseline over each task's group of K samples: "
+                          f"every advantage would be 0) but 'rltf.k_samples' is {cfg.rltf.k_samples}; expected "
+                          f"k_samples >= 2")
     bad_schemas = [s for s in cfg.eval.schemas if s not in EVAL_SCHEMAS]
     if bad_schemas:
         raise ConfigError(f"bad value for 'eval.schemas': {cfg.eval.schemas!r}; expected a list drawn from "
@@ -384,7 +385,7 @@ def save_config(cfg: RunConfig, path: str | os.PathLike) -> Path:
 RESUME_SAFE_KEYS = ("logging.", "eval.", "grpo.", "flow.splits", "flow.limit", "flow.select", "flow.days",
                     "flow.trace_queries", "flow.oracle", "flow.backend.torch_threads", "flow.backend.batch_size",
                     "resume", "overwrite", "dry_run", "output_dir", "run_name",
-                    "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "planner.embedded.dir",
+                    "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "rltf.select", "planner.embedded.dir",
                     "env.data_dir", "env.cache_mib")
 
 

@@ -74,6 +74,11 @@ class RLTFTrainer:
         """Steps done (applied or skipped)."""
         return self.state.step
 
+    @property
+    def selection(self):
+        """The planner :meth:`train` handed on (:class:`rltf.rl.training_state.Selection`), None before."""
+        return self.state.selection
+
     # ------------------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, float]:
         rl, env, acc, state = self.rl, self.env, self.acc, self.state
@@ -162,7 +167,8 @@ class RLTFTrainer:
 
     # ------------------------------------------------------------------------ loop, checkpoints
     def train(self) -> list[dict]:
-        """Steps until ``rltf.steps``, evaluated, logged and checkpointed; the history of step rows."""
+        """Steps until ``rltf.steps``, evaluated, logged and checkpointed, then the selected planner
+        (``rltf.select``: :attr:`selection`); the history of step rows."""
         return self.state.run(self.train_step)
 
     def save(self) -> None:

@@ -13,7 +13,9 @@ planner the run hands on. Under ``best_validation`` the step with the best score
 earliest) is checkpointed when it is reached (``checkpoint-0`` for the starting planner), rotation
 never deletes that checkpoint, a resumed run keeps it, and after the last step its weights are
 loaded back into the planner (:attr:`TrainingState.selection` says which step). Under ``last``, or
-without a validation score, the planner is the last step's.
+without a validation score, the planner is the last step's. The step-0 score is kept apart from the
+history of step rows (:attr:`TrainingState.initial_validation`; :meth:`TrainingState.validation_rows`
+has the whole curve).
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class TrainingState:
         self.reference = ReferencePolicy(planner) if self.rl.kl_coef > 0 else None
         self.step = 0  # steps done (applied or skipped)
         self.history: list[dict] = []
+        self.initial_validation: dict | None = None  # evaluate() of the starting planner, before step 1
         self.best: dict | None = None  # best_validation: {"step", "score"} of the best validation so far
         self.selection: Selection | None = None  # set by run(): the planner it handed on
 
@@ -99,12 +102,11 @@ class TrainingState:
             raise ValueError(f"rltf.minibatches={rl.minibatches}: expected at most {per_process}, the samples each "
                              f"process holds per step (tasks_per_batch * k_samples / {acc.num_processes} processes)")
         validates = self.evaluate is not None and rl.eval_every > 0
-        if validates and self.step == 0 and not any(r["step"] == 0 for r in self.history):
-            row = {"step": 0, **self.evaluate(self.planner)}  # the planner RLTF starts from
-            self.history.append(row)
+        if validates and self.step == 0 and self.initial_validation is None:
+            self.initial_validation = dict(self.evaluate(self.planner))  # the planner RLTF starts from
             if self.tracker is not None:
-                self.tracker.log({k: v for k, v in row.items() if k != "step"}, 0)
-            if self._new_best(row):
+                self.tracker.log(self.initial_validation, 0)
+            if self._new_best(self.initial_validation):
                 self.save()
         bar = tqdm(total=rl.steps, initial=self.step, desc="rltf",
                    disable=not (self.cfg.logging.progress_bar and acc.is_main_process))
@@ -124,6 +126,12 @@ class TrainingState:
         self.selection = self._select(validates, load_weights or self.load_weights)
         return self.history
 
+    def validation_rows(self) -> list[dict]:
+        """``{"step", VALIDATION_SCORE}`` of every periodic validation so far, from step 0 (the
+        starting planner's, kept apart from :attr:`history`, whose rows are steps 1, 2, ...)."""
+        rows = ([{"step": 0, **self.initial_validation}] if self.initial_validation is not None else []) + self.history
+        return [{"step": r["step"], VALIDATION_SCORE: r[VALIDATION_SCORE]} for r in rows if VALIDATION_SCORE in r]
+
     def _new_best(self, row: dict) -> bool:
         """Under ``best_validation``: True (and :attr:`best` updated) when ``row``'s validation score
         beats every earlier one (a tie keeps the earlier step)."""
@@ -138,8 +146,7 @@ class TrainingState:
     def _select(self, validates: bool, load_weights: Callable[[Path], None]) -> Selection:
         """The planner the run hands on (see the module docstring); loads the best checkpoint's weights."""
         rl = self.rl
-        last = next((r[VALIDATION_SCORE] for r in reversed(self.history)
-                     if r["step"] == self.step and VALIDATION_SCORE in r), None)
+        last = next((r[VALIDATION_SCORE] for r in self.validation_rows() if r["step"] == self.step), None)
         if rl.select == "last":
             return Selection("last", self.step, last)
         if self.best is None:
@@ -157,7 +164,7 @@ class TrainingState:
         return {"optimizer": self.sharding.optimizer_state_dict(self.model, self.optimizer),
                 "scheduler": self.scheduler.state_dict(), "baseline": self.baseline.state_dict(),
                 "history": self.history, "sharding": self.sharding.kind, "config": config_to_yaml(self.cfg),
-                "best": self.best}
+                "initial_validation": self.initial_validation, "best": self.best}
 
     def save(self) -> None:
         weights = self.sharding.full_state_dict(self.model)  # gathered by every process when sharded
@@ -196,5 +203,6 @@ class TrainingState:
         self.baseline.load_state_dict(state["baseline"])
         self.history = state["history"]
         self.step = state["step"]
-        self.best = state.get("best")  # (checkpoints written before rltf.select have none)
+        self.initial_validation = state.get("initial_validation")  # (checkpoints written before rltf.select
+        self.best = state.get("best")                                # have neither)
         return True

@@ -1,7 +1,9 @@
 """Atomic training checkpoints: everything needed to continue a killed run bit for bit.
 
 ``checkpoints/<run>/checkpoint-<step>/`` holds the planner (``save_pretrained``: full model or
-adapter), ``trainer_state.pt`` (optimizer, scheduler, baseline, step, metric history) — written into a temporary folder and renamed into place, so a run killed mid-write
+adapter; the MiniLM planner's frozen encoder by reference, :mod:`rltf.planners.minilm_weights`),
+``trainer_state.pt`` (optimizer: the AdamW moments of the trainable weights, their all-zero rows
+left out, :mod:`rltf.run.zero_rows`; scheduler, baseline, step, metric history) — written into a temporary folder and renamed into place, so a run killed mid-write
 leaves the previous checkpoint intact. ``latest`` names the newest complete checkpoint.
 Rotation keeps the newest ``rltf.save_total_limit`` and the protected ones (the best on validation,
 ``rltf.select: best_validation``); it renames a checkpoint out of the way before deleting it, so a killed rotation never
@@ -31,6 +33,7 @@ from envs.atomic import atomic_dir, write_atomic
 from rltf.run.folders import RunFolderError, check_folder_chain, disk_errors, not_a_folder
 from rltf.run.lock import lock_run_folder
 from rltf.run.tracking import DamagedFileError
+from rltf.run.zero_rows import pack_zero_rows, unpack_zero_rows
 
 LATEST = "latest"
 STATE_FILE = "trainer_state.pt"
@@ -58,7 +61,7 @@ def save_checkpoint(run_dir: Path, step: int, planner, state: dict[str, Any], ke
     with disk_errors(final, "an RLTF checkpoint"), atomic_dir(final, replace=True) as tmp:
         planner.save_pretrained(tmp / MODEL_DIR, state_dict=model_state)
         buffer = io.BytesIO()  # (torch.save to a file reports a full disk without its errno)
-        torch.save({**state, "step": step}, buffer)
+        torch.save(pack_zero_rows({**state, "step": step}), buffer)  # (mostly-zero moments: their other rows)
         (tmp / STATE_FILE).write_bytes(buffer.getbuffer())
         for name, src in (extra_dirs or {}).items():
             os.replace(src, tmp / name)
@@ -239,7 +242,10 @@ def _read_state(checkpoint: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"{type(e).__name__}: {_first_line(e)}"
     if not isinstance(state, dict):
         return None, f"holds a {type(state).__name__}, not a trainer state"
-    return state, None
+    try:
+        return unpack_zero_rows(state), None
+    except (ValueError, RuntimeError, IndexError, TypeError) as e:  # a packed tensor that does not fit its shape
+        return None, f"{type(e).__name__}: {_first_line(e)}"
 
 
 def _first_line(e: BaseException) -> str:

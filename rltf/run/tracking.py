@@ -51,8 +51,12 @@ class Tracker:
             self._tb.close()
 
 
-def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF") -> Path:
-    """PNG of the train reward (raw and smoothed) and the held-out score at each evaluation."""
+def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF",
+                 validation: list[dict[str, Any]] | None = None, selected_step: int | None = None) -> Path:
+    """PNG of the train reward (raw and smoothed) and the held-out score at each evaluation.
+    ``validation``: rows ``{"step", "eval/<split>/score"}`` from step 0 (the starting planner's
+    score, which the step rows of ``history`` lack), drawn in place of ``history``'s scores;
+    ``selected_step``: the step whose planner the run handed on, marked on the curve."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -68,10 +72,14 @@ def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF")
             acc = y if acc is None else 0.9 * acc + 0.1 * y
             smooth.append(acc)
         ax.plot(xs, smooth, color="C0", label="train reward (EMA 0.9)")
-    for i, key in enumerate(sorted({k for r in history for k in r if k.startswith("eval/") and k.endswith("/score")})):
-        pts = [(r["step"], r[key]) for r in history if key in r]
+    scored = validation or history
+    for i, key in enumerate(sorted({k for r in scored for k in r if k.startswith("eval/") and k.endswith("/score")})):
+        pts = [(r["step"], r[key]) for r in scored if key in r]
         xs, ys = zip(*pts)
         ax.plot(xs, ys, "o-", color=f"C{i + 1}", label=key.removeprefix("eval/").removesuffix("/score") + " score")
+        chosen = [(x, y) for x, y in pts if x == selected_step]
+        if chosen:
+            ax.plot(*chosen[0], "*", markersize=14, color=f"C{i + 1}", label=f"selected (step {selected_step})")
     ax.set_xlabel("RLTF step")
     ax.set_ylabel("reward")
     ax.set_title(title)
@@ -105,3 +113,23 @@ def read_json(path: str | os.PathLike, what: str) -> Any:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DamagedFileError(f"{path} ({what}) is damaged ({type(e).__name__}: {e}); delete it to have it "
                                "computed again") from None
+
+
+def configure_progress_bars(enabled: bool, stream=None) -> bool:
+    """Show the libraries' progress bars (transformers' "Loading weights" / "Writing model shards",
+    huggingface_hub's downloads) only when ``enabled`` (``logging.progress_bar``) and ``stream``
+    (default stderr, where tqdm draws) is a terminal: in a file every redraw is text, and a bar
+    drawn under an open one (a checkpoint written during the rltf bar) leaves cursor-up codes
+    and blank lines. Returns whether they show. Called by the ``train/`` recipes once the config
+    is read."""
+    import sys
+
+    from transformers.utils import logging as hf_logging
+
+    stream = sys.stderr if stream is None else stream
+    show = bool(enabled) and bool(getattr(stream, "isatty", lambda: False)())
+    if show:
+        hf_logging.enable_progress_bar()
+    else:
+        hf_logging.disable_progress_bar()  # (and huggingface_hub's)
+    return show

@@ -121,7 +121,11 @@ def _training_lines(cfg: RunConfig) -> list[str]:
         lines.append("sft         off")
     lines.append(f"rltf        {r.steps} steps x {r.tasks_per_batch} tasks x {r.k_samples} sampled plans, lr {r.lr:g} "
                  f"({r.lr_schedule}, warmup {r.warmup_steps}), baseline {r.baseline}, kl {r.kl_coef:g}, "
-                 f"entropy {r.entropy_coef:g}, grad clip {r.max_grad_norm:g}")
+                 f"entropy {r.entropy_coef:g}, grad clip {r.max_grad_norm:g}; "
+                 + ("one REINFORCE update per batch" if r.update_epochs == 1 == r.minibatches else
+                    f"{r.update_epochs} passes x {r.minibatches} minibatches per batch, clipped ratio "
+                    f"(eps {r.clip_eps:g}, per {r.ratio})")
+                 + f"; reports the {'best-on-validation' if r.select == 'best_validation' else 'last'} planner")
     lines.append(f"eval        schemas {', '.join(ev.schemas)} on {', '.join(ev.splits)}; {ev.num_beams} beams, "
                  f"{ev.few_shot_k}-shot prompts")
     if cfg.env.name == "openagi" and cfg.env.suite == "full" and "oracle" in ev.schemas:

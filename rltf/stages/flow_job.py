@@ -10,7 +10,8 @@ The stages, each a function (the envs, planner, SFT handoff and tracker are :mod
   answering each choice (:mod:`rltf.flows.training.teacher`); the planner is fine-tuned on those
   decisions under their choice grammars (``sft:`` epochs, lr, batch size), saved to ``<run>/sft``;
 * :func:`train_flow` -- :class:`rltf.flows.training.trainer.FlowRLTFTrainer` (``rltf:`` hyperparameters,
-  ``flow.credit``, ``flow.roles``), checkpointed and resumable like the flat trainer;
+  ``flow.credit``, ``flow.roles``), checkpointed and resumable like the flat trainer; it has no
+  periodic validation, so ``rltf.select: best_validation`` hands on the last planner (and says so);
 * :func:`evaluate_flow` -- the flow with greedy decisions on the held-out queries (``flow.splits``,
   ``flow.limit``), scored by the evaluator; the solver's row beside it;
 * :func:`report` -- ``flow_results.md`` / ``.json``, ``rltf_history.json``, ``rewards.png`` and
@@ -124,6 +125,8 @@ def train_flow(run: stages.Run, planner, envs: stages.Envs, roles=None) -> list[
         run.log(f"resumed RLTF at step {trainer.step}")
     history = trainer.train()
     tracker.finish()
+    # the flow trainer has no periodic validation: rltf.select=best_validation hands on the last planner (said)
+    stages.note_selection(run, trainer.state.selection, trainer.state.validation_rows())
     return history
 
 

@@ -9,7 +9,8 @@ sequence of these calls, in the style of torchtune's recipes:
 * :func:`build_planner` — the configured planner on this process's device, sharded as launched;
 * :func:`fine_tune` — supervised fine-tuning on the train tasks' reference plans, saved;
   :func:`start_rltf_from_sft` — the planner RLTF starts from after it (the KL reference);
-* :func:`train_rltf` — the RLTF trainer (tracker, periodic validation score, resume);
+* :func:`train_rltf` — the RLTF trainer (tracker, periodic validation score from step 0, resume),
+  handing on the planner ``rltf.select`` picks (the last or the best on validation);
 * :func:`evaluate` — the learning schemas (``rltf.evaluation.schemas``) on held-out tasks, with the
   few-shot examples of :func:`few_shot_examples`; :func:`evaluate_untrained` caches the zero- and
   few-shot results of the main job for ``resume``;
@@ -47,6 +48,7 @@ from rltf.rl.sft import supervised_finetune
 from rltf.planners.tokenizer import tokenizer_texts_for
 from rltf.run.tracking import Tracker, plot_rewards, read_json, write_json
 from rltf.rl.trainer import RLTFTrainer
+from rltf.rl.training_state import VALIDATION_SCORE, Selection
 
 UNTRAINED = ("zero", "few")  # schemas of the planner before any training (prompted: ev.untrained_schema)
 CONSTRAINED = ("finetuned", "rltf")  # schemas of a trained planner (constrained beam search)
@@ -72,6 +74,8 @@ class Run:
     sharding: Sharding
     started: float
     envs: "Envs | None" = None  # set by build_envs: what report() takes its table's columns from
+    selection: Selection | None = None  # set by train_rltf: the planner RLTF handed on (rltf.select)
+    validation: list[dict] | None = None  # set by train_rltf: the validation scores from step 0
 
     @property
     def run_dir(self) -> Path:
@@ -206,7 +210,8 @@ def start_rltf_from_sft(run: Run, planner: Planner, sft_dir: Path, *, resumed: b
 def train_rltf(run: Run, planner: Planner, envs: Envs) -> list[dict]:
     """RLTF (``cfg.rltf``) on the train env, scored on the validation tasks every
     ``rltf.eval_every`` steps, logged to ``cfg.logging.report_to``, checkpointed under
-    ``<run_dir>/rltf/``; ``resume=true`` continues from the newest checkpoint. Returns the
+    ``<run_dir>/rltf/``; ``resume=true`` continues from the newest checkpoint. ``planner`` ends
+    holding the weights ``rltf.select`` picks (:attr:`Run.selection` says which step). Returns the
     per-step history."""
     cfg, acc = run.cfg, run.acc
     tracker = Tracker(cfg.logging.report_to, run.run_dir, cfg.run_name, yaml.safe_load(config_to_yaml(cfg)),
@@ -214,14 +219,27 @@ def train_rltf(run: Run, planner: Planner, envs: Envs) -> list[dict]:
 
     def validation_score(p: Planner) -> dict[str, float]:
         r = evaluate(run, ["rltf"], p, envs, envs.splits["validation"], log=False)["rltf"]
-        return {"eval/validation/score": r.overall}
+        return {VALIDATION_SCORE: r.overall}
 
     trainer = RLTFTrainer(cfg, planner, envs.train, acc, tracker, validation_score, run.sharding)
     if cfg.resume and trainer.resume():
         run.log(f"resumed RLTF at step {trainer.step}")
     history = trainer.train()
     tracker.finish()
+    note_selection(run, trainer.state.selection, trainer.state.validation_rows())
     return history
+
+
+def note_selection(run: Run, selection: Selection | None, validation: list[dict]) -> None:
+    """Keep what RLTF handed on (``rltf.select``) and its validation curve for :func:`report`, and say it."""
+    run.selection, run.validation = selection, validation
+    if selection is None:
+        return
+    if selection.note:
+        run.log(f"rltf.select={selection.select}: {selection.note}")
+    elif selection.select == "best_validation":
+        run.log(f"RLTF planner: step {selection.step}, the best validation score ({selection.score:.4f}) of "
+                f"{len(validation)} validation(s) from step 0")
 
 
 # --------------------------------------------------------------------------------- evaluate
@@ -301,7 +319,9 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
            labels: dict[str, str] | None = None) -> dict:
     """The table of ``results`` (per metric family and overall, schemas in table order), written to
     ``<run_dir>/<stem>.md`` / ``<stem>.json``; with an RLTF ``history`` also
-    ``rltf_history.json`` and ``rewards.png``. Prints the table, the run folder and, as the last
+    ``rltf_history.json`` and ``rewards.png``, the rltf row named after the step :func:`train_rltf`
+    selected (``rltf (best validation, step 150)``; ``rltf_selection`` in ``<stem>.json``: that step,
+    its score and the validation curve from step 0). Prints the table, the run folder and, as the last
     line, ``held-out overall: zero=… few=… finetuned=… rltf=… oracle=…`` (the schemas run; on an
     env with its own headline metric, e.g. travel's ``held-out final pass: finetuned=… rltf=…
     solver=…``). ``env`` (the held-out env) gives the table's columns; ``labels`` rename rows.
@@ -313,7 +333,8 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
     na = {r.schema: r.reason for r in ordered if isinstance(r, NotApplicable)}
     table = ev.results_table([r for r in ordered if r.schema not in na], tasks, env)
     oracle_name = env.oracle_name if env is not None else "oracle"
-    labels = {"oracle": oracle_name, **(labels or {})}
+    selected = run.selection if history is not None else None  # the RLTF row's step (rltf.select)
+    labels = {"oracle": oracle_name, **({"rltf": selected.label} if selected else {}), **(labels or {})}
     md = _with_na_rows(ev.table_markdown(table, title, labels), ev.markdown_columns(table),
                        [r.schema for r in ordered], na, labels)
     if na:  # n/a rows hold no numbers (null in the JSON), in table order, and say why
@@ -322,13 +343,16 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
         table["n/a"] = na
     summary = {"table": table, "plans": {r.schema: r.plans for r in ordered},
                "scores": {r.schema: r.scores for r in ordered}, "seconds": time.perf_counter() - run.started}
+    if selected is not None:
+        summary["rltf_selection"] = {**selected.as_dict(), "validation": run.validation or []}
     if acc.is_main_process:
         run.run_dir.mkdir(parents=True, exist_ok=True)
         (run.run_dir / f"{stem}.md").write_text(md)
         write_json(run.run_dir / f"{stem}.json", summary)
         if history is not None:
             write_json(run.run_dir / "rltf_history.json", history)
-            plot_rewards(history, run.run_dir / "rewards.png", title=f"RLTF {cfg.run_name} (seed {cfg.seed})")
+            plot_rewards(history, run.run_dir / "rewards.png", title=f"RLTF {cfg.run_name} (seed {cfg.seed})",
+                         validation=run.validation, selected_step=selected.step if selected else None)
     rows, column = table["rows"], ev.headline(env)
     run.log("\n" + md)
     run.log(f"run folder: {run.run_dir}  ({summary['seconds']:.0f}s)")

@@ -179,8 +179,9 @@ class FlowRLTFTrainer:
 
     # ------------------------------------------------------------------------ loop, checkpoints
     def train(self) -> list[dict]:
-        """Steps until ``rltf.steps``, logged and checkpointed; the history of step rows."""
-        return self.state.run(self.train_step)
+        """Steps until ``rltf.steps``, logged and checkpointed, then the selected planner (``rltf.select``:
+        without a validation callback, the last); the history of step rows."""
+        return self.state.run(self.train_step, load_weights=self.load_weights)
 
     def save(self) -> None:
         self.state.save()
