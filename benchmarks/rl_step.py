@@ -31,6 +31,11 @@ plan-like text of similar length; ``constrained`` uses rltf's SFT (TRL then samp
 
 Times are medians over ``--repeats`` (after ``--warmup`` untimed steps of each). The last line is
 ``rltf/grpo step time: <ratio>`` (median total step time of rltf over TRL's).
+
+``--planner smollm2`` measures instead what reading each prompt once saves on a real LLM:
+CPU seconds per sampled and scored plan on SmolLM2-135M-Instruct with LoRA, each prompt read
+once per call (``share_prompt``) against once per row (:mod:`benchmarks.prompt_sharing`; the last
+line is ``sampled+scored plan before/after: <ratio>``).
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+
+from benchmarks import prompt_sharing as sharing  # noqa: E402
 
 PHASES = ("generation", "reward", "update")
 
@@ -224,7 +231,15 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-tokens", type=int, default=64, help="planner.max_plan_tokens (TRL max_completion_length)")
     ap.add_argument("--warm-start", choices=("text", "constrained", "none"), default="text")
     ap.add_argument("--sft-epochs", type=int, default=20)
-    return run(ap.parse_args(argv))
+    ap.add_argument("--planner", choices=("embedded", "smollm2"), default="embedded",
+                    help="embedded: one rltf step against one TRL GRPO step; smollm2: CPU seconds per plan on "
+                         "SmolLM2-135M-Instruct with each prompt read once vs once per row (benchmarks/prompt_sharing.py)")
+    sharing.add_arguments(ap)
+    args = ap.parse_args(argv)
+    if args.planner == "smollm2":
+        torch.set_num_threads(args.threads)
+        return sharing.run(args)
+    return run(args)
 
 
 if __name__ == "__main__":

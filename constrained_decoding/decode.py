@@ -83,7 +83,7 @@ def decoding_mode(model: nn.Module) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _decoding(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[object],
-              head: HeadMode) -> Iterator[tuple[list[Grammar], PlannerRunner | None, Any]]:
+              head: HeadMode, share_prompt: bool = True) -> Iterator[tuple[list[Grammar], PlannerRunner | None, Any]]:
     """:func:`decoding_mode` with the checked grammars, the prompts' runner and their stacked
     state tables (runner and tables ``None`` when there are no prompts)."""
     prompts = list(prompts)
@@ -92,28 +92,38 @@ def _decoding(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Seq
         if not prompts:
             yield grammars, None, None
             return
-        runner = PlannerRunner(model, tokenizer, prompts, pad_id=grammars[0].pad_id, head=head)
+        runner = PlannerRunner(model, tokenizer, prompts, pad_id=grammars[0].pad_id, head=head,
+                               share_prompt=share_prompt)
         yield grammars, runner, stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
 
 
 def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar], k: int = 1,
                  temperature: float = 1.0, *, seed: int | None = 0, generator: torch.Generator | None = None,
-                 head: HeadMode = "auto", reuse_cache: bool = True) -> list[list[DecodedPlan]]:
+                 head: HeadMode = "auto", reuse_cache: bool = True,
+                 share_prompt: bool = True) -> list[list[DecodedPlan]]:
     """``k`` actions per prompt drawn from the constrained policy π_c at ``temperature``.
 
     Branching grammars: a sample's branch rows (decoded in parallel) join the batch of running
-    rows as soon as its root row has finished. Same ``seed`` -> same actions."""
+    rows as soon as its root row has finished. Same ``seed`` -> same actions.
+    ``share_prompt``: the ``k`` samples of a prompt (and equal prompts) read it once and copy its
+    cache; ``False``: every sample reads its prompt itself (the reference the tests compare with)."""
     if k < 1:
         raise ValueError(f"k={k}: expected at least one sample per prompt")
     if not temperature > 0:
         raise ValueError(f"temperature={temperature}: expected a positive number (use greedy_plans for argmax)")
-    with _decoding(model, tokenizer, prompts, grammars, head) as (grammars, runner, tables):
+    prompts = list(prompts)
+    grammars = check_grammars(grammars, len(prompts))
+    owner = [p for p in range(len(prompts)) for _ in range(k)]  # the prompt of each sample
+    # the runner's prompt of each sample: its own copy when not sharing
+    reads = owner if share_prompt else list(range(len(owner)))
+    runner_prompts = prompts if share_prompt else [prompts[p] for p in owner]
+    with _decoding(model, tokenizer, runner_prompts, [grammars[p] for p in owner] if not share_prompt else grammars,
+                   head, share_prompt) as (_, runner, tables):
         if runner is None:
             return []
         if generator is None:
             generator = torch.Generator(device=runner.device)
             generator.manual_seed(0 if seed is None else seed)
-        owner = [p for p in range(len(grammars)) for _ in range(k)]
         where: list[tuple[int, int]] = []  # (sample, start state) of each branch row, numbered after the roots
 
         def spawn(finished: list[tuple[int, tuple[int, ...]]]) -> list[tuple[int, RowStart]]:
@@ -124,11 +134,11 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: 
                     continue
                 g = grammars[owner[j]]
                 for s in g.branch_starts(tokens) if g.branching else ():
-                    new.append((owner[j], (g, s)))
+                    new.append((reads[j], (g, s)))
                     where.append((j, s))
             return new
 
-        rows, lps = sample_rows(runner, tables, owner, [(grammars[p], grammars[p].root) for p in owner],
+        rows, lps = sample_rows(runner, tables, reads, [(grammars[p], grammars[p].root) for p in owner],
                                 temperature, generator, spawn, reuse_cache=reuse_cache)
         roots, logp = rows[: len(owner)], lps[: len(owner)]
         branches: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in owner]

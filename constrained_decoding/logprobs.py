@@ -24,7 +24,7 @@ from constrained_decoding.tables import stack_tables
 
 def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar],
                 plans: Sequence[Any], temperature: float = 1.0, *, through_forward: bool = False,
-                head: HeadMode = "auto") -> torch.Tensor:
+                head: HeadMode = "auto", share_prompt: bool = True) -> torch.Tensor:
     """``[len(plans)]`` tensor of log π_c(plans[j] | prompts[j]) under ``grammars[j]`` at ``temperature``
     (with gradients).
 
@@ -33,7 +33,10 @@ def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars:
     error, e.g. :class:`envs.openagi.plans.PlanError`: it has probability 0 under π_c), or
     :class:`DecodedPlan`\\ s, whose decoded rows are scored as they are.
     ``through_forward``: compute the logits with one call of ``model``'s own ``forward`` (full
-    vocabulary) instead of its sub-modules — what an FSDP-sharded model needs for its hooks."""
+    vocabulary) instead of its sub-modules — what an FSDP-sharded model needs for its hooks.
+    ``share_prompt``: each distinct prompt is read once (the encoder, or a causal model's prefix
+    whose cache every row of its plans continues, with gradients) instead of once per row: the
+    same numbers; ``False`` reads it in every row (the reference; ``through_forward`` always does)."""
     prompts, plans = list(prompts), list(plans)
     if not (len(prompts) == len(plans) == len(grammars)):
         raise ValueError(f"got {len(prompts)} prompts, {len(grammars)} grammars and {len(plans)} plans; "
@@ -46,7 +49,7 @@ def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars:
     uniq = list(dict.fromkeys(prompts))
     where = {p: i for i, p in enumerate(uniq)}
     runner = PlannerRunner(model, tokenizer, uniq, pad_id=grammars[0].pad_id, through_forward=through_forward,
-                           head=head)
+                           head=head, share_prompt=share_prompt)
     tables = stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
     # A row's log-prob depends only on (prompt, grammar state it starts in, tokens): rows that
     # several plans share (the K samples of a prompt often agree on a slot) are scored once and
@@ -68,6 +71,7 @@ def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars:
                 row_slots.append(slots)
             row_plan.append(j)
             row_of.append(seen[key])
+    runner.expect_rows(row_prompt)  # a prompt several rows read is read once, for every bucket
     dev = runner.device
     sink = int(torch.nonzero(tables.final)[0])  # a sink has one valid slot: padding scores exactly 0
     row_lp = torch.zeros(len(rows), device=dev)

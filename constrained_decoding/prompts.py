@@ -10,38 +10,104 @@ Prompt length: ``tokenizer.model_max_length`` (rltf sets it from ``planner.max_p
 bounds every encoded prompt. A longer prompt loses tokens from the LEFT of its text (as TRL
 truncates prompts: the end of a few-shot prompt is the task itself), keeping the tokenizer's
 special tokens and the plan separator, and a warning says how many prompts were cut.
+
+Chat models: a causal planner whose tokenizer has a chat template (``tokenizer.chat_template``,
+e.g. SmolLM2-Instruct) reads its prompt the way it was instruction-tuned: the template around the
+messages of a :class:`Conversation` (instructions as the system message, solved examples as
+earlier user / assistant turns, the task as the last user message), with the assistant turn
+opened; the plan is the assistant's answer and ends with the template's end-of-turn token (the
+tokenizer's EOS, which the grammar appends). A plain description is the conversation of that task
+alone (the template's own default system message, if it has one). This happens in
+:func:`encode_prompts`, the one function that turns prompts into ids for sampling, teacher-forced
+scoring, SFT and beam search alike, so training and evaluation read the same text. Planners
+without a template (the embedded planners, T5, base LLaMA) keep the plain format above; their
+:class:`Conversation` prompts are ``Task: <q>\nPlan: <a>\n\n`` per example, then ``Task: <task>``
+(the instructions are not shown: a model without instruction tuning is not told, it is shown).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 PLAN_SEPARATOR = "\nPlan:"
 
 
-def format_prompt(description: str, encoder_decoder: bool) -> str:
-    """The text the model is conditioned on for a task description."""
-    if not isinstance(description, str):
-        raise TypeError(f"a prompt must be a task description string, got {type(description).__name__}")
-    return description if encoder_decoder else description + PLAN_SEPARATOR
+@dataclass(frozen=True)
+class Conversation:
+    """A prompt with more than the task: ``instructions`` (what the planner is told first: the env's
+    :meth:`~envs.protocol.RLTFEnv.plan_instructions`), solved ``examples`` as ``(task, plan text)``
+    pairs, then the ``task`` itself. A chat planner reads them as messages; a plain one as text
+    (see the module docstring). Hashable: equal conversations are one prompt to the decoder."""
+
+    task: str
+    instructions: str = ""
+    examples: tuple[tuple[str, str], ...] = ()
+
+    def messages(self) -> list[dict[str, str]]:
+        """The chat messages: system (when there are instructions), a user / assistant pair per
+        example, the task as the last user message."""
+        head = [{"role": "system", "content": self.instructions}] if self.instructions else []
+        shots = [{"role": role, "content": text} for q, a in self.examples
+                 for role, text in (("user", q), ("assistant", a))]
+        return [*head, *shots, {"role": "user", "content": self.task}]
+
+    def plain_text(self) -> str:
+        """The plain format: ``Task: <q>\nPlan: <a>\n\n`` per example, then ``Task: <task>`` (the
+        bare task without examples); the instructions are not part of it."""
+        if not self.examples:
+            return self.task
+        shots = "".join(f"Task: {q}\nPlan: {a}\n\n" for q, a in self.examples)
+        return f"{shots}Task: {self.task}"
 
 
-def encode_prompts(tokenizer, descriptions: Sequence[str], encoder_decoder: bool) -> list[list[int]]:
-    """Token ids of each formatted prompt, with the tokenizer's own special tokens (BOS / EOS)."""
-    return encode_formatted(tokenizer, [format_prompt(d, encoder_decoder) for d in descriptions], encoder_decoder)
+def uses_chat_template(tokenizer, encoder_decoder: bool) -> bool:
+    """Whether a planner's prompts are chat-formatted: a causal model whose tokenizer has a chat template."""
+    return not encoder_decoder and bool(getattr(tokenizer, "chat_template", None))
+
+
+def format_prompt(description: str | Conversation, encoder_decoder: bool, tokenizer=None) -> str:
+    """The text the model is conditioned on for a task description (or a :class:`Conversation`).
+
+    With a ``tokenizer`` that has a chat template (causal models only): the template around the
+    conversation's messages, assistant turn opened. Otherwise the plain format: the text itself
+    (encoder-decoder) or the text followed by :data:`PLAN_SEPARATOR` (causal)."""
+    if isinstance(description, Conversation):
+        conversation = description
+    elif isinstance(description, str):
+        conversation = Conversation(description)
+    else:
+        raise TypeError(f"a prompt must be a task description string or a Conversation, "
+                        f"got {type(description).__name__}")
+    if tokenizer is not None and uses_chat_template(tokenizer, encoder_decoder):
+        return tokenizer.apply_chat_template(conversation.messages(), tokenize=False, add_generation_prompt=True)
+    text = conversation.plain_text()
+    return text if encoder_decoder else text + PLAN_SEPARATOR
+
+
+def encode_prompts(tokenizer, descriptions: Sequence[str | Conversation], encoder_decoder: bool) -> list[list[int]]:
+    """Token ids of each formatted prompt (:func:`format_prompt` with ``tokenizer``: chat-formatted
+    when it has a chat template), with the tokenizer's own special tokens (BOS / EOS) in the plain
+    format. The one place prompts become ids for sampling, scoring, SFT and beam search."""
+    return encode_formatted(tokenizer, [format_prompt(d, encoder_decoder, tokenizer) for d in descriptions],
+                            encoder_decoder)
 
 
 def encode_formatted(tokenizer, texts: Sequence[str], encoder_decoder: bool) -> list[list[int]]:
-    """Token ids of already formatted prompts, each at most ``tokenizer.model_max_length`` long."""
-    ids = [list(x) for x in tokenizer(list(texts), add_special_tokens=True)["input_ids"]] if texts else []
+    """Token ids of already formatted prompts, each at most ``tokenizer.model_max_length`` long.
+
+    A tokenizer with a chat template (causal models) adds no special tokens: the template's text
+    holds them (texts are expected from :func:`format_prompt` with that tokenizer)."""
+    chat = uses_chat_template(tokenizer, encoder_decoder)
+    ids = [list(x) for x in tokenizer(list(texts), add_special_tokens=not chat)["input_ids"]] if texts else []
     for t, x in zip(texts, ids):
         if not x:
             raise ValueError(f"prompt {t!r} encodes to no tokens")
     limit = getattr(tokenizer, "model_max_length", None)
     if not limit or all(len(x) <= limit for x in ids):
         return ids
-    frame = list(tokenizer([format_prompt("", encoder_decoder)], add_special_tokens=True)["input_ids"][0])
+    frame = list(tokenizer([format_prompt("", encoder_decoder, tokenizer)], add_special_tokens=not chat)["input_ids"][0])
     out, cut = [], 0
     for x in ids:
         if len(x) > limit:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -52,11 +53,14 @@ class PlannerRunner:
     """One batch of prompts and the rows decoded from them (see the module docstring)."""
 
     def __init__(self, model: nn.Module, tokenizer, prompts: Sequence[str], *, pad_id: int,
-                 through_forward: bool = False, head: HeadMode = "auto"):
+                 through_forward: bool = False, head: HeadMode = "auto", share_prompt: bool = True):
         """``through_forward``: :meth:`teacher_force` calls ``model``'s own ``forward`` (the PEFT /
         FSDP wrapper's, full-vocabulary logits) and never a sub-module — what an FSDP-sharded model
         needs for its hooks; no encoder pass or head probe happens here then. ``head``: the
-        output-layer path (:mod:`constrained_decoding.head`: ``auto``, ``restricted``, ``full``)."""
+        output-layer path (:mod:`constrained_decoding.head`: ``auto``, ``restricted``, ``full``).
+        ``share_prompt``: each distinct prompt (equal token ids) is read once — one encoder row, or
+        one causal prefix whose cache its rows copy — however many rows read it; ``False`` reads
+        the prompt in every row (the reference the tests compare with)."""
         self.model = unwrap_model(model)
         self.outer = model
         self.through_forward = through_forward
@@ -73,13 +77,24 @@ class PlannerRunner:
         self.head = OutputHead(self.model, self.encoder_decoder, "full" if through_forward else head)
         self.restricted = self.head.restricted
         self.prompt_ids = encode_prompts(tokenizer, prompts, self.encoder_decoder)
+        self.share_prompt = share_prompt
+        # per prompt, the first prompt with the same token ids (itself when not sharing)
+        first: dict[tuple[int, ...], int] = {}
+        self.canonical = [first.setdefault(tuple(ids), i) if share_prompt else i
+                          for i, ids in enumerate(self.prompt_ids)]
         self._keep_arg = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         self.enc_hidden: torch.Tensor | None = None  # encoder-decoder: encoder states and mask per prompt
         self.enc_mask: torch.Tensor | None = None
         if self.encoder_decoder and not through_forward:
-            ids, mask = _pad(self.prompt_ids, pad_id, left=False, device=self.device)
-            self.enc_hidden = self.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
-            self.enc_mask = mask
+            distinct = sorted(set(self.canonical))
+            ids, mask = _pad([self.prompt_ids[u] for u in distinct], pad_id, left=False, device=self.device)
+            hidden = self.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+            if len(distinct) < len(self.canonical):  # the encoder rows copied to every prompt that reads them
+                where = {u: i for i, u in enumerate(distinct)}
+                expand = torch.as_tensor([where[c] for c in self.canonical], device=self.device)
+                hidden, mask = hidden.index_select(0, expand), mask.index_select(0, expand)
+            self.enc_hidden, self.enc_mask = hidden, mask
+        self._prefix: SharedPrefix | None = None  # causal teacher forcing: the distinct prompts' cache (made once)
         self.batch: RowBatch | None = None  # the running rows (see start / add_rows / step / select)
 
     def allowed_logits(self, feats: torch.Tensor, tables: StateTables, state: torch.Tensor) -> torch.Tensor:
@@ -103,9 +118,9 @@ class PlannerRunner:
                                   enc=self.enc_hidden.index_select(0, prompt_idx),  # type: ignore[union-attr]
                                   enc_mask=self.enc_mask.index_select(0, prompt_idx))  # type: ignore[union-attr]
             return self._dec(ids)
-        rows = prompt_idx.tolist()
+        rows = [self.canonical[p] for p in prompt_idx.tolist()]
         uniq = sorted(set(rows))
-        if min(len(self.prompt_ids[u]) for u in uniq) < 2:  # nothing to share: prefill each row whole
+        if not self.share_prompt or min(len(self.prompt_ids[u]) for u in uniq) < 2:  # prefill each row whole
             ids, mask = _pad([self.prompt_ids[p] + list(q) for p, q in zip(rows, prefixes)], self.pad_id, True,
                              self.device)
             self.batch = RowBatch(DynamicCache(), mask, pos=(mask.cumsum(-1) - 1).clamp(min=0))
@@ -239,7 +254,9 @@ class PlannerRunner:
 
         One forward over the prompts and rows, no cache; the model is called the way decoding calls
         it (decoder / body for a restricted head, the full model otherwise, the outer wrapper's own
-        ``forward`` with ``through_forward``)."""
+        ``forward`` with ``through_forward``). ``share_prompt`` (causal models, not
+        ``through_forward``): when several rows read one prompt, the distinct prompts are read
+        once (:meth:`shared_prefix`, with gradients) and the rows continue their cache."""
         prompt_idx = prompt_idx.to(self.device)
         prompts = [self.prompt_ids[int(p)] for p in prompt_idx.tolist()]
         if self.encoder_decoder:
@@ -256,6 +273,9 @@ class PlannerRunner:
                 return h * self.head.scale
             return self.model(encoder_outputs=BaseModelOutput(last_hidden_state=enc), attention_mask=enc_mask,
                               decoder_input_ids=dec, decoder_attention_mask=mask).logits
+        if self.share_prompt and not self.through_forward and (
+                self._prefix is not None or len(rows) > len({self.canonical[p] for p in prompt_idx.tolist()})):
+            return self._teacher_force_shared(prompt_idx, rows)  # (a prompt read by one row: no pass to save)
         # causal: left-padded prompts then right-padded rows; position t of a row is read at column n_prompt - 1 + t
         width, n_prompt = max(len(r) for r in rows), max(len(p) for p in prompts)
         pids, pmask = _pad(prompts, self.pad_id, True, self.device)
@@ -269,3 +289,64 @@ class PlannerRunner:
         if self._keep_arg:
             return self.model(**kw, logits_to_keep=width + 1).logits[:, :width]
         return self.model(**kw).logits[:, n_prompt - 1 : n_prompt - 1 + width]
+
+    def _teacher_force_shared(self, prompt_idx: torch.Tensor, rows: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Causal :meth:`teacher_force` reading each distinct prompt once: the rows continue copies of
+        :meth:`shared_prefix`'s cache (the prompts but their last token, with gradients) and read
+        only ``[last prompt token, *row[:-1]]``. Same columns, mask and positions as the full
+        forward's (the prompts left-padded to one width), so the same features."""
+        prefix = self.shared_prefix()
+        which = torch.as_tensor([prefix.row_of[self.canonical[p]] for p in prompt_idx.tolist()], device=self.device)
+        width = max(len(r) for r in rows)
+        tail, tail_mask = _pad([[self.prompt_ids[int(p)][-1], *r[:-1]] for p, r in zip(prompt_idx.tolist(), rows)],
+                               self.pad_id, False, self.device)
+        tail, tail_mask = tail[:, :width], tail_mask[:, :width]
+        mask = torch.cat([prefix.mask.index_select(0, which), tail_mask], 1)
+        cache = DynamicCache()
+        for layer, (k, v) in enumerate(zip(prefix.keys, prefix.values)):
+            cache.update(k.index_select(0, which), v.index_select(0, which), layer)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, prefix.mask.shape[1] :]
+        kw = dict(input_ids=tail, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+        if self.restricted:
+            return self.model.base_model(**kw).last_hidden_state
+        return self.model(**kw).logits
+
+    def expect_rows(self, prompt_idx: Sequence[int]) -> None:
+        """Rows of these prompts will be teacher-forced (in several calls, say length buckets): when
+        several read one prompt, read the distinct prompts once now, for every call to continue."""
+        if (self.share_prompt and not self.through_forward and not self.encoder_decoder
+                and len(prompt_idx) > len({self.canonical[int(p)] for p in prompt_idx})):
+            self.shared_prefix()
+
+    def shared_prefix(self) -> SharedPrefix:
+        """The distinct prompts but their last token, left-padded to one width and read in one
+        forward pass (with gradients unless disabled), as a cache the rows copy; made once."""
+        if self._prefix is None:
+            distinct = sorted(set(self.canonical))
+            ids, mask = _pad([self.prompt_ids[u][:-1] or [self.pad_id] for u in distinct], self.pad_id, True,
+                             self.device)
+            for i, u in enumerate(distinct):
+                if len(self.prompt_ids[u]) < 2:
+                    mask[i] = 0  # a one-token prompt: an empty prefix (one masked column)
+            kw = dict(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                      use_cache=True)
+            if self._keep_arg and not self.restricted:
+                out = self.model(**kw, logits_to_keep=1)
+            else:
+                out = self.model.base_model(**kw)
+            layers = out.past_key_values.layers
+            self._prefix = SharedPrefix([x.keys for x in layers], [x.values for x in layers], mask,
+                                        {u: i for i, u in enumerate(distinct)})
+        return self._prefix
+
+
+@dataclass
+class SharedPrefix:
+    """The cache of the distinct prompts of a causal runner's batch (all but their last token):
+    per layer ``[prompts, heads, columns, dim]`` keys and values, the ``[prompts, columns]`` mask,
+    and which of its rows holds each canonical prompt (``row_of``)."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    mask: torch.Tensor
+    row_of: dict[int, int]

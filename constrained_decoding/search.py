@@ -112,9 +112,12 @@ def open_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[i
           join: bool = False, forks: Sequence[Fork] | None = None):
     """Prefill the rows (identical rows once, then copied) and return prefixes, states, features.
 
+    Rows are identical when they start at the same state of the same prompt text
+    (``runner.canonical``; with ``share_prompt=False`` each prompt index is its own text).
+
     ``join``: the rows join the running batch (after its rows) instead of starting a new one.
     ``forks``: per row, a finished row's cache to start from (see :func:`forks_for`)."""
-    keys = [(p, tables.offset[g] + s) for p, (g, s) in zip(prompt_idx, starts)]
+    keys = [(runner.canonical[p], tables.offset[g] + s) for p, (g, s) in zip(prompt_idx, starts)]
     first: dict[tuple[int, int], int] = {}
     uniq_prompt, uniq_pre, uniq_state, uniq_fork = [], [], [], []
     for k, (g, s), f in zip(keys, starts, forks or [None] * len(keys)):

@@ -10,6 +10,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 
+import rltf.rl.steps as rl_steps
 import rltf.rl.trainer as flat_trainer
 from constrained_decoding.decode import sample_plans
 from constrained_decoding.logprobs import plan_logprobs
@@ -102,6 +103,7 @@ def test_the_first_minibatch_has_ratio_exactly_one_and_takes_the_reinforce_step(
 
     monkeypatch.setattr(flat_trainer, "clipped_surrogate", recording_surrogate)
     monkeypatch.setattr(flat_trainer, "update", recording_update)
+    monkeypatch.setattr(rl_steps, "update", recording_update)  # the passes' updates (steps.clipped_passes)
     cfg = make_cfg(tmp_path, "rltf.update_epochs=2", "rltf.entropy_coef=0.01")
     row = RLTFTrainer(cfg, make_planner(), toy_env(), Accelerator(cpu=True)).train_step()
     assert len(ratios) == len(snapshots) == 2

@@ -41,3 +41,32 @@ def test_rl_step_benchmark_prints_phases_and_ratio(capsys, fresh_accelerate_stat
         assert med["generation"] > 0 and med["update"] > 0 and math.isfinite(med["total"])
         assert med["generation"] + med["reward"] + med["update"] == pytest.approx(med["total"])
     assert any(line.startswith("| generation |") for line in lines)
+
+
+def test_prompt_sharing_benchmark_reports_both_paths_and_the_ratio(capsys, monkeypatch):
+    """``--planner smollm2`` times sampling, scoring and SFT with each prompt read once and once
+    per row (here on a tiny LLaMA with LoRA instead of SmolLM2) and prints the before/after ratio last."""
+    import envs
+    from rltf.config.loading import load_config
+    from rltf.planners.planner import Planner
+    from tiny_models import bpe_tokenizer, tiny_llama, with_lora
+
+    spec = importlib.util.spec_from_file_location("rl_step_bench", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def tiny_build(args, tmp):
+        cfg = load_config([f"output_dir={tmp}", "run_name=bench"])
+        env, _ = envs.make_train_and_held_out(cfg.env)
+        tok = bpe_tokenizer()
+        planner = Planner(with_lora(tiny_llama(tok, seed=1), seed=2), tok, False, source="tiny")
+        return cfg, planner, env, [t for t in env.tasks() if t.reference_plan is not None][: args.tasks]
+
+    monkeypatch.setattr(bench.sharing, "build", tiny_build)
+    out = bench.main(["--planner", "smollm2", "--tasks", "2", "--k", "3", "--repeats", "1", "--warmup", "0"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == f"sampled+scored plan before/after: {out['ratio']:.2f}"
+    assert out["max_abs_logprob_diff"] < 1e-4  # the two paths score the same samples alike
+    for share in (False, True):
+        assert all(math.isfinite(v) and v > 0 for v in out["median"][share].values())
+    assert [line.split(" |")[0] for line in lines if line.startswith("| s")] == ["| sampling", "| scoring", "| sft"]

@@ -32,11 +32,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from rltf.stages import plan_job as stages  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
 from rltf.config.loading import load_config  # noqa: E402
+from rltf.run.tracking import configure_progress_bars  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict | None:
     argv = sys.argv[1:] if argv is None else argv
     cfg = load_config(argv)
+    configure_progress_bars(cfg.logging.progress_bar)
     if cfg.flow.enabled:  # agent flows (MTP, OKR-Agent, ReAct, flat) on the travel sandbox
         from rltf.flows.evaluate import main as evaluate_flows
 

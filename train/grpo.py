@@ -55,7 +55,7 @@ from rltf.comparison.grpo import (  # noqa: E402
     text_finetune,
     training_curve,
 )
-from rltf.run.tracking import write_json  # noqa: E402
+from rltf.run.tracking import configure_progress_bars, write_json  # noqa: E402
 
 DEFAULT_CONFIG = "configs/grpo-lite.yaml"
 
@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.dry_run:
         print(describe(cfg))
         return
+    configure_progress_bars(cfg.logging.progress_bar)
     run(cfg)
 
 

@@ -27,6 +27,7 @@ from rltf.config.loading import RunConfig, load_config  # noqa: E402
 from rltf.stages.describe import describe_run  # noqa: E402
 from rltf.stages.flow_job import describe_flow_job, run_flow_job  # noqa: E402
 from rltf.planners.loading import check_kl_reference  # noqa: E402
+from rltf.run.tracking import configure_progress_bars  # noqa: E402
 
 
 def run(cfg: RunConfig) -> dict:
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.dry_run:
         print(describe_flow_job(cfg) if cfg.flow.enabled else describe_run(cfg))
         return
+    configure_progress_bars(cfg.logging.progress_bar)
     run(cfg)
 
 

@@ -18,6 +18,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from rltf.stages import plan_job as stages  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
 from rltf.config.loading import RunConfig, load_config  # noqa: E402
+from rltf.run.tracking import configure_progress_bars  # noqa: E402
 
 
 def describe(cfg: RunConfig) -> str:
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.dry_run:
         print(describe(cfg))
         return
+    configure_progress_bars(cfg.logging.progress_bar)
     run = stages.start(cfg)
     envs = stages.build_envs(run)
     planner = stages.build_planner(run, envs)

@@ -169,7 +169,10 @@ def _safetensors_problem(f: Path) -> str | None:
 
 
 def load_model(src: str, dtype: str, arch: str, load_in_4bit: bool) -> tuple[PreTrainedModel, bool]:
-    """The model at ``src`` (directory or hub id) and whether it is an encoder-decoder."""
+    """The model at ``src`` (directory, hub id or a named model such as ``smollm2``: an adapter
+    records its base by the name it was given) and whether it is an encoder-decoder."""
+    if is_named(src):
+        src = str(named_model_path(src))
     config = _load_config(src)
     is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     detected = "seq2seq" if is_enc_dec else "causal"
@@ -223,6 +226,8 @@ def load_tokenizer(src: str, is_encoder_decoder: bool) -> PreTrainedTokenizerBas
     A local directory must hold tokenizer files (:data:`TOKENIZER_FILES`): without them
     transformers would quietly build a default tokenizer for the model type, whose ids do not
     match the model's embeddings."""
+    if is_named(src):
+        src = str(named_model_path(src))
     require_tokenizer(src)
     try:
         tok = AutoTokenizer.from_pretrained(src)

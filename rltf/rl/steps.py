@@ -24,7 +24,8 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -194,3 +195,25 @@ def step_metrics(weights: LossWeights, loss: torch.Tensor, logp: torch.Tensor, k
         "train/lr": lr,
         "train/plans_per_s": len(plans) * num_processes / (time.perf_counter() - started),
     }
+
+
+def clipped_passes(n: int, rl, seed: int, state: TrainingState,
+                   minibatch_surrogate: Callable[[np.ndarray, bool], tuple[torch.Tensor, Any]]
+                   ) -> tuple[Update, dict[str, float], torch.Tensor]:
+    """``rl.update_epochs`` passes of ``rl.minibatches`` optimizer steps over a batch of ``n``
+    samples (:func:`minibatches`). ``minibatch_surrogate(rows, first)`` gives one minibatch's loss
+    and its :class:`~rltf.rl.objectives.Surrogate` (``first``: no update has run yet, so log π_c is
+    still the batch's own). Returns the updates as one (:func:`combined`), the clip fraction and
+    approximate KL of every pass (``train/epoch<n>/...``) and the last minibatch's loss."""
+    done: list[Update] = []
+    passes: dict[str, float] = {}
+    for epoch in range(rl.update_epochs):
+        clip_fractions, kls = [], []
+        for rows in minibatches(n, rl.minibatches, seed, state.step, epoch):
+            loss, surrogate = minibatch_surrogate(rows, not done)
+            done.append(update(loss, state))
+            clip_fractions.append(surrogate.clip_fraction)
+            kls.append(surrogate.approx_kl)
+        passes[f"train/epoch{epoch + 1}/clip_fraction"] = float(np.mean(clip_fractions))
+        passes[f"train/epoch{epoch + 1}/approx_kl"] = float(np.mean(kls))
+    return combined(done), passes, loss

@@ -51,7 +51,7 @@ from constrained_decoding.logprobs import plan_logprobs
 from rltf.config.loading import RunConfig
 from rltf.planners.planner import Planner
 from rltf.rl.objectives import clipped_surrogate
-from rltf.rl.steps import StepBatch, combined, draw_step, loss_weights, minibatches, step_metrics, update
+from rltf.rl.steps import StepBatch, clipped_passes, draw_step, loss_weights, step_metrics, update
 from rltf.rl.training_state import TrainingState
 from rltf.run.distributed import Sharding
 
@@ -138,20 +138,15 @@ class RLTFTrainer:
             loss = -(shaped.to(logp.device) * logp).mean()
             applied = update(loss, state)
         else:  # several steps on the batch: the clipped ratio surrogate against log π_c,old
-            old_logp, done = logp.detach(), []
-            for epoch in range(rl.update_epochs):
-                clip_fractions, kls = [], []
-                for rows in minibatches(len(plans), rl.minibatches, self.cfg.seed, state.step, epoch):
-                    rows = rows.tolist()
-                    now = logp[rows] if not done else scored(rows)  # no update yet: the values of 4
-                    surrogate = clipped_surrogate(now - old_logp[rows], shaped[rows], rl.clip_eps)
-                    loss = -surrogate.objective.mean()
-                    done.append(update(loss, state))
-                    clip_fractions.append(surrogate.clip_fraction)
-                    kls.append(surrogate.approx_kl)
-                passes[f"train/epoch{epoch + 1}/clip_fraction"] = float(np.mean(clip_fractions))
-                passes[f"train/epoch{epoch + 1}/approx_kl"] = float(np.mean(kls))
-            applied = combined(done)
+            old_logp = logp.detach()
+
+            def minibatch_surrogate(rows, first):
+                rows = rows.tolist()
+                now = logp[rows] if first else scored(rows)  # no update yet: the values of 4
+                surrogate = clipped_surrogate(now - old_logp[rows], shaped[rows], rl.clip_eps)
+                return -surrogate.objective.mean(), surrogate
+
+            applied, passes, loss = clipped_passes(len(plans), rl, self.cfg.seed, state, minibatch_surrogate)
         state.step += 1  # the step is done, applied or skipped
         texts = [r.plan_text for r in results]  # (the env formatted each valid plan once)
         self.last_batch = StepBatch(ids, texts, rewards, shaped.numpy(), plan_prompts)

@@ -42,7 +42,7 @@ from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend, rescore
 from rltf.flows.training.trajectory import Trajectory, decision_weights, role_rewards, roll_out
 from rltf.rl.objectives import clipped_surrogate, decision_log_ratios
-from rltf.rl.steps import StepBatch, combined, draw_step, gather, loss_weights, minibatches, step_metrics, update
+from rltf.rl.steps import StepBatch, clipped_passes, draw_step, gather, loss_weights, step_metrics, update
 from rltf.rl.training_state import TrainingState
 
 
@@ -114,25 +114,20 @@ class FlowRLTFTrainer:
             loss = -(w * logp_dec).sum() / max(1, len(trajs))
             applied = update(loss, state)
         else:  # several steps on the batch: the clipped ratio surrogate against log π_c,old
-            old_dec, done = logp_dec.detach(), []
-            for epoch in range(rl.update_epochs):
-                clip_fractions, kls = [], []
-                for chosen in minibatches(len(trajs), rl.minibatches, self.cfg.seed, state.step, epoch):
-                    rows = torch.nonzero(torch.isin(owner, torch.as_tensor(chosen, device=owner.device))).flatten()
-                    if done:  # re-scored with the weights as they are now
-                        with acc.autocast():
-                            now = self._scored(self.model, [decisions[i] for i in rows.tolist()])
-                    else:  # no update yet: the values of 3
-                        now = logp_dec[rows]
-                    log_ratio = decision_log_ratios(now, old_dec[rows], owner[rows], len(trajs), rl.ratio)
-                    surrogate = clipped_surrogate(log_ratio, w[rows], rl.clip_eps)
-                    loss = -surrogate.objective.sum() / len(chosen)
-                    done.append(update(loss, state))
-                    clip_fractions.append(surrogate.clip_fraction)
-                    kls.append(surrogate.approx_kl)
-                passes[f"train/epoch{epoch + 1}/clip_fraction"] = float(np.mean(clip_fractions))
-                passes[f"train/epoch{epoch + 1}/approx_kl"] = float(np.mean(kls))
-            applied = combined(done)
+            old_dec = logp_dec.detach()
+
+            def minibatch_surrogate(chosen, first):
+                rows = torch.nonzero(torch.isin(owner, torch.as_tensor(chosen, device=owner.device))).flatten()
+                if first:  # no update yet: the values of 3
+                    now = logp_dec[rows]
+                else:  # re-scored with the weights as they are now
+                    with acc.autocast():
+                        now = self._scored(self.model, [decisions[i] for i in rows.tolist()])
+                log_ratio = decision_log_ratios(now, old_dec[rows], owner[rows], len(trajs), rl.ratio)
+                surrogate = clipped_surrogate(log_ratio, w[rows], rl.clip_eps)
+                return -surrogate.objective.sum() / len(chosen), surrogate
+
+            applied, passes, loss = clipped_passes(len(trajs), rl, self.cfg.seed, state, minibatch_surrogate)
         state.step += 1  # the step is done, applied or skipped
         self.last_trajectories = trajs
         self.last_batch = StepBatch(ids, [t.plan_text for t in trajs], rewards, weights.shaped,
