@@ -36,7 +36,7 @@ def scripted(scores, kill_at=None):
 def train(root, scores, *overrides, kill_at=None, resume=False):
     cfg = make_cfg(root, "rltf.steps=6", "rltf.eval_every=2", "rltf.save_total_limit=1", *overrides)
     planner = make_planner()
-    trainer = RLTFTrainer(cfg, planner, toy_env(), Accelerator(cpu=True), evaluate=scripted(scores, kill_at))
+    trainer = RLTFTrainer(cfg, planner, toy_env(), Accelerator(cpu=True), validate=scripted(scores, kill_at))
     if resume:
         assert trainer.resume()
     trainer.train()
@@ -82,7 +82,7 @@ def test_select_last_hands_on_the_last_planner_and_keeps_no_extra_checkpoint(tmp
 
 def test_without_validation_best_validation_falls_back_to_the_last_and_says_why(tmp_path):
     cfg = make_cfg(tmp_path, "rltf.steps=2")  # eval_every=0
-    trainer = RLTFTrainer(cfg, make_planner(), toy_env(), Accelerator(cpu=True), evaluate=scripted([1.0]))
+    trainer = RLTFTrainer(cfg, make_planner(), toy_env(), Accelerator(cpu=True), validate=scripted([1.0]))
     trainer.train()
     sel = trainer.selection
     assert sel.step == 2 and "rltf.eval_every=0" in sel.note and sel.label == "rltf"

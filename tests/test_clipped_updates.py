@@ -204,7 +204,7 @@ def test_a_killed_two_epoch_run_resumes_exactly(tmp_path):
             return {}
 
         trainer = RLTFTrainer(make_cfg(root, *overrides), planner, toy_env(), Accelerator(cpu=True),
-                              evaluate=evaluate)
+                              validate=evaluate)
         resumed = trainer.resume()
         return trainer, planner, trainer.train(), resumed
 

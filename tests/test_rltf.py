@@ -126,7 +126,7 @@ def test_kill_and_resume_gives_the_same_final_state(tmp_path):
             return {}
 
         cfg.rltf.eval_every = 1
-        trainer = RLTFTrainer(cfg, planner, env, Accelerator(cpu=True), evaluate=evaluate)
+        trainer = RLTFTrainer(cfg, planner, env, Accelerator(cpu=True), validate=evaluate)
         resumed = trainer.resume()
         hist = trainer.train()
         return trainer, planner, hist, resumed

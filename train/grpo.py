@@ -55,7 +55,8 @@ from rltf.comparison.grpo import (  # noqa: E402
     text_finetune,
     training_curve,
 )
-from rltf.run.tracking import configure_progress_bars, write_json  # noqa: E402
+from rltf.run.tracking import write_json  # noqa: E402
+from rltf.stages.recipe import run_recipe  # noqa: E402
 
 DEFAULT_CONFIG = "configs/grpo-lite.yaml"
 
@@ -180,12 +181,7 @@ def run(cfg: RunConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = parse_args(sys.argv[1:] if argv is None else argv)
-    if cfg.dry_run:
-        print(describe(cfg))
-        return
-    configure_progress_bars(cfg.logging.progress_bar)
-    run(cfg)
+    run_recipe(argv, parse_args, describe, run)
 
 
 if __name__ == "__main__":

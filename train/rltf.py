@@ -27,7 +27,7 @@ from rltf.config.loading import RunConfig, load_config  # noqa: E402
 from rltf.stages.describe import describe_run  # noqa: E402
 from rltf.stages.flow_job import describe_flow_job, run_flow_job  # noqa: E402
 from rltf.planners.loading import check_kl_reference  # noqa: E402
-from rltf.run.tracking import configure_progress_bars  # noqa: E402
+from rltf.stages.recipe import run_recipe  # noqa: E402
 
 
 def run(cfg: RunConfig) -> dict:
@@ -57,13 +57,12 @@ def run(cfg: RunConfig) -> dict:
     return stages.report(job, results, tasks, title=title, history=history, labels=labels)
 
 
+def describe(cfg: RunConfig) -> str:
+    return describe_flow_job(cfg) if cfg.flow.enabled else describe_run(cfg)
+
+
 def main(argv: list[str] | None = None) -> None:
-    cfg = load_config(sys.argv[1:] if argv is None else argv)
-    if cfg.dry_run:
-        print(describe_flow_job(cfg) if cfg.flow.enabled else describe_run(cfg))
-        return
-    configure_progress_bars(cfg.logging.progress_bar)
-    run(cfg)
+    run_recipe(argv, load_config, describe, run)
 
 
 if __name__ == "__main__":

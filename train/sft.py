@@ -18,7 +18,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from rltf.stages import plan_job as stages  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
 from rltf.config.loading import RunConfig, load_config  # noqa: E402
-from rltf.run.tracking import configure_progress_bars  # noqa: E402
+from rltf.stages.recipe import run_recipe  # noqa: E402
 
 
 def describe(cfg: RunConfig) -> str:
@@ -39,11 +39,11 @@ def describe(cfg: RunConfig) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = load_config(sys.argv[1:] if argv is None else argv)
-    if cfg.dry_run:
-        print(describe(cfg))
-        return
-    configure_progress_bars(cfg.logging.progress_bar)
+    run_recipe(argv, load_config, describe, sft_job)
+
+
+def sft_job(cfg) -> None:
+    """Fine-tune the configured planner on the train tasks' reference plans, save it to sft/, evaluate it."""
     run = stages.start(cfg)
     envs = stages.build_envs(run)
     planner = stages.build_planner(run, envs)

@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.episodes import ansi_text, episode_task
 from envs.openagi.cache import ExecutionCache
 from envs.openagi.executor import PlanExecutor
 from envs.openagi.metrics import BatchMetric, compute_metric
@@ -128,11 +129,7 @@ class OpenAGIEnv(gym.Env):
     # -------------------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = options or {}
-        if "task" in options:
-            self.task = self.get_task(options["task"])
-        else:
-            self.task = self.tasks_by_id[self.task_ids[int(self.np_random.integers(len(self.task_ids)))]]
+        self.task = episode_task(self.np_random, options, "task", self.get_task, self.tasks_by_id, self.task_ids)
         self._last = None
         return self.task.description, self._task_info(self.task)
 
@@ -145,14 +142,10 @@ class OpenAGIEnv(gym.Env):
         return self.task.description, result.reward, True, False, info
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi" or self.task is None:
-            return None
-        text = f"task {self.task.id}: {self.task.description}"
-        if self._last is not None:
-            text += f"\nplan: {self._last.plan_text}\nreward: {self._last.reward:.4f}"
-            if self._last.error:
-                text += f" (invalid: {self._last.error})"
-        return text
+        task = self.task
+        return ansi_text(self.render_mode, task and (lambda: f"task {task.id}: {task.description}"), self._last,
+                         lambda r: f"\nplan: {r.plan_text}\nreward: {r.reward:.4f}"
+                                   + (f" (invalid: {r.error})" if r.error else ""))
 
     # --------------------------------------------------------------------------- batched
     def get_task(self, task: int | str | Task) -> Task:

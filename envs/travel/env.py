@@ -39,6 +39,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.episodes import ansi_text, episode_task
 from envs.travel.config import RewardSettings
 from envs.travel.evaluator import PlanEvaluation, TravelEvaluator, summarize
 from envs.travel.index import SandboxIndex
@@ -154,11 +155,8 @@ class TravelPlannerEnv(gym.Env):
     # -------------------------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = options or {}
-        if "query" in options:
-            self.query = self.get_query(options["query"])
-        else:
-            self.query = self.queries_by_id[self.query_ids[int(self.np_random.integers(len(self.query_ids)))]]
+        self.query = episode_task(self.np_random, options, "query", self.get_query, self.queries_by_id,
+                                  self.query_ids)
         self._last = None
         return self.query.query, self._query_info(self.query)
 
@@ -170,14 +168,10 @@ class TravelPlannerEnv(gym.Env):
         return self.query.query, result.reward, True, False, {**self._query_info(self.query), **result.info()}
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi" or self.query is None:
-            return None
-        text = f"query {self.query.id}: {self.query.query}"
-        if self._last is not None:
-            text += f"\nreward: {self._last.reward:.4f}"
-            for k, why in self._last.evaluation.violations().items():
-                text += f"\n  {k}: {why}"
-        return text
+        q = self.query
+        return ansi_text(self.render_mode, q and (lambda: f"query {q.id}: {q.query}"), self._last,
+                         lambda r: f"\nreward: {r.reward:.4f}"
+                                   + "".join(f"\n  {k}: {why}" for k, why in r.evaluation.violations().items()))
 
     # -------------------------------------------------------------------------------- batched
     def get_query(self, query: int | str | TravelQuery) -> TravelQuery:

@@ -61,11 +61,11 @@ class RLTFTrainer:
     its tasks, the grammar of a task's plans, the rewards of plans and what failed while scoring them."""
 
     def __init__(self, cfg: RunConfig, planner: Planner, env, accelerator,
-                 tracker=None, evaluate: Callable[[Planner], dict[str, float]] | None = None,
+                 tracker=None, validate: Callable[[Planner], dict[str, float]] | None = None,
                  sharding: Sharding | None = None):
         self.cfg, self.rl = cfg, cfg.rltf
         self.planner, self.model, self.env, self.acc = planner, planner.model, env, accelerator
-        self.state = TrainingState(cfg, planner, accelerator, sharding, tracker, evaluate)
+        self.state = TrainingState(cfg, planner, accelerator, sharding, tracker, validate)
         self.train_ids = [t.id for t in env.tasks()]
         self.last_batch: StepBatch | None = None
 

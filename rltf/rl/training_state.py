@@ -7,7 +7,7 @@ the step count and the history of step rows. It runs a trainer's step until ``rl
 the periodic evaluation, logging and checkpoints) and saves and resumes all of it, so a resumed run
 continues exactly as the uninterrupted run would have.
 
-Selection (``rltf.select``): the periodic validation score (``evaluate`` every ``rltf.eval_every``
+Selection (``rltf.select``): the periodic validation score (``validate`` every ``rltf.eval_every``
 steps, and once at step 0, before the first step: the planner RLTF starts from) decides which
 planner the run hands on. Under ``best_validation`` the step with the best score (ties: the
 earliest) is checkpointed when it is reached (``checkpoint-0`` for the starting planner), rotation
@@ -60,11 +60,11 @@ class Selection:
 
 class TrainingState:
     """The optimisation state of one RLTF run of ``planner`` (``cfg.rltf``), its loop and checkpoints
-    (under ``<run_dir>/rltf/``). ``evaluate(planner)`` adds its scores to the row every
+    (under ``<run_dir>/rltf/``). ``validate(planner)`` adds its scores to the row every
     ``rltf.eval_every`` steps; ``tracker`` logs rows every ``logging.log_every`` steps."""
 
     def __init__(self, cfg: RunConfig, planner: Planner, accelerator, sharding: Sharding | None = None,
-                 tracker=None, evaluate: Callable[[Planner], dict[str, float]] | None = None):
+                 tracker=None, validate: Callable[[Planner], dict[str, float]] | None = None):
         self.cfg, self.rl = cfg, cfg.rltf
         self.planner, self.model, self.acc = planner, planner.model, accelerator
         self.sharding = sharding or Sharding("replicated", accelerator)
@@ -72,7 +72,7 @@ class TrainingState:
             raise ValueError(f"rltf.kl_coef={self.rl.kl_coef} with a sharded full-model planner: the reference "
                              "policy would be a second sharded copy; use LoRA (its reference is the adapter-"
                              "disabled model) or rltf.kl_coef=0")
-        self.tracker, self.evaluate = tracker, evaluate
+        self.tracker, self.validate = tracker, validate
         # the schedule counts optimizer steps: update_epochs * minibatches of them per RLTF step
         per_step = self.rl.update_epochs * self.rl.minibatches
         optimizer, scheduler = make_optimizer(self.model, self.rl.lr, self.rl.steps * per_step,
@@ -83,7 +83,7 @@ class TrainingState:
         self.reference = ReferencePolicy(planner) if self.rl.kl_coef > 0 else None
         self.step = 0  # steps done (applied or skipped)
         self.history: list[dict] = []
-        self.initial_validation: dict | None = None  # evaluate() of the starting planner, before step 1
+        self.initial_validation: dict | None = None  # validate() of the starting planner, before step 1
         self.best: dict | None = None  # best_validation: {"step", "score"} of the best validation so far
         self.selection: Selection | None = None  # set by run(): the planner it handed on
 
@@ -101,9 +101,9 @@ class TrainingState:
         if rl.minibatches > per_process:
             raise ValueError(f"rltf.minibatches={rl.minibatches}: expected at most {per_process}, the samples each "
                              f"process holds per step (tasks_per_batch * k_samples / {acc.num_processes} processes)")
-        validates = self.evaluate is not None and rl.eval_every > 0
+        validates = self.validate is not None and rl.eval_every > 0
         if validates and self.step == 0 and self.initial_validation is None:
-            self.initial_validation = dict(self.evaluate(self.planner))  # the planner RLTF starts from
+            self.initial_validation = dict(self.validate(self.planner))  # the planner RLTF starts from
             if self.tracker is not None:
                 self.tracker.log(self.initial_validation, 0)
             if self._new_best(self.initial_validation):
@@ -113,7 +113,7 @@ class TrainingState:
         while self.step < rl.steps:
             row = {"step": self.step + 1, **train_step()}
             if validates and self.step % rl.eval_every == 0:
-                row.update(self.evaluate(self.planner))
+                row.update(self.validate(self.planner))
             self.history.append(row)
             if self.tracker is not None and (self.step % self.cfg.logging.log_every == 0 or "eval" in str(row)):
                 self.tracker.log({k: v for k, v in row.items() if k != "step"}, self.step)
@@ -150,8 +150,8 @@ class TrainingState:
         if rl.select == "last":
             return Selection("last", self.step, last)
         if self.best is None:
-            why = ("no validation score: rltf.eval_every=0" if self.evaluate is not None and not validates else
-                   "no validation score: this trainer has no periodic validation" if self.evaluate is None else
+            why = ("no validation score: rltf.eval_every=0" if self.validate is not None and not validates else
+                   "no validation score: this trainer has no periodic validation" if self.validate is None else
                    "no finite validation score")
             return Selection("best_validation", self.step, last, f"{why}; the last planner (step {self.step})")
         if self.best["step"] != self.step:

@@ -181,7 +181,7 @@ class Flow:
                     continue
                 graph.status[name] = "running"
                 current, attempts = name, []
-                result = self._evaluate(graph, node, results, index, attempts)
+                result = self._run_node(graph, node, results, index, attempts)
                 current = None
                 results[name] = result
                 traces[name] = self._node_trace(graph, node, result, attempts)
@@ -220,7 +220,7 @@ class Flow:
                           usage)
 
     # ------------------------------------------------------------------------- one node
-    def _evaluate(self, graph: PassGraph, node: Node, results: dict[str, NodeResult], index: int,
+    def _run_node(self, graph: PassGraph, node: Node, results: dict[str, NodeResult], index: int,
                   attempts: list[AttemptTrace]) -> NodeResult:
         """Compose, query, after-query, with retries; every attempt is appended to ``attempts``."""
         t0 = time.perf_counter()

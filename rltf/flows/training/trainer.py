@@ -49,10 +49,10 @@ from rltf.rl.training_state import TrainingState
 class FlowRLTFTrainer:
     """The RLTF loop on a flow of the travel sandbox (``flow.methods[0]``; see the module docstring)."""
 
-    def __init__(self, cfg, planner, env, accelerator, tracker=None, evaluate=None, sharding=None, roles=None):
+    def __init__(self, cfg, planner, env, accelerator, tracker=None, validate=None, sharding=None, roles=None):
         self.cfg, self.rl, self.flow = cfg, cfg.rltf, cfg.flow
         self.planner, self.model, self.env, self.acc = planner, planner.model, env, accelerator
-        self.state = TrainingState(cfg, planner, accelerator, sharding, tracker, evaluate)
+        self.state = TrainingState(cfg, planner, accelerator, sharding, tracker, validate)
         self.train_ids = [t.id for t in env.tasks()]
         self.method = cfg.flow.methods[0]
         self.roles = roles  # RoleAdapters (flow.roles: lora) or None: one policy for every role
