@@ -19,6 +19,7 @@ from constrained_decoding.prompts import (PLAN_SEPARATOR, Conversation, encode_p
 from constrained_decoding.runner import PlannerRunner
 from rltf.evaluation import schemas as ev
 from rltf.planners.planner import Planner
+from tests.smollm2_model import smollm2_folder  # noqa: F401  (the slow test's session fixture)
 from tests.tiny_models import bpe_tokenizer, tiny_llama
 
 CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}"
@@ -138,7 +139,8 @@ def test_dtype_auto_is_float32_without_a_gpu():
 
 
 @pytest.mark.slow
-def test_every_schema_on_smollm2_once():
+@pytest.mark.usefixtures("one_torch_thread")
+def test_every_schema_on_smollm2_once(smollm2_folder):
     """SmolLM2-135M-Instruct, untrained: each schema on 2 test tasks (zero / few: constrained from the
     chat prompt with the tool list; free text as OpenAGI; finetuned / rltf: constrained from the
     description in the chat template)."""
