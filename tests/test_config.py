@@ -88,7 +88,7 @@ def test_unknown_key_in_yaml_names_the_file(tmp_path):
     ("dry_run=maybe", "expected true or false"),
     ("planner.lora.target_modules=q", "expected a list of strings or null"),
     ("rltf.baseline=average", "expected one of 'moving_average', 'per_task', 'rloo'"),
-    ("planner.dtype=fp8", "expected one of 'float32', 'bfloat16', 'float16'"),
+    ("planner.dtype=fp8", "expected one of 'auto', 'float32', 'bfloat16', 'float16'"),
     ("planner=3", "expected a section"),
 ])
 def test_wrong_type_or_enum_names_key_value_and_expectation(override, expected):

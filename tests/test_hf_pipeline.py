@@ -90,7 +90,7 @@ def test_main_job_on_the_full_suite_with_hf_experts(tmp_path, capsys):
     assert table == summary["table"]
     assert set(table["rows"]) == set(SCHEMAS)
     md = (run_dir / "results.md").read_text()
-    assert all(f"| {s} |" in md for s in SCHEMAS), md
+    assert all(f"| {s} |" in md or f"| {s} (" in md for s in SCHEMAS), md  # rltf (best validation, step N)
 
     # held out: exactly the full suite's persisted test split, every task scored in [0, 1]
     persisted = json.loads((REPO_ROOT / "envs" / "openagi" / "splits" / "full.json").read_text())
