@@ -108,15 +108,15 @@ def test_imports_only_go_down_the_layers():
     assert not upward, "upward imports:\n" + "\n".join(upward)
 
 
-def test_no_import_cycles():
-    graph = _graph()
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
-    cycles = []
+    circles = []
 
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
+    def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
@@ -134,13 +134,18 @@ def test_no_import_cycles():
                 component.append(w)
                 if w == v:
                     break
-            # a package and its own submodules (``__init__`` re-exporting them) are not a circle
-            if len(component) > 1 and not _package_and_children(component):
-                cycles.append(sorted(component))
+            if len(component) > 1:
+                circles.append(sorted(component))
 
     for v in sorted(graph):
         if v not in index:
             visit(v)
+    return circles
+
+
+def test_no_import_cycles():
+    # a package and its own submodules (``__init__`` re-exporting them) are not a circle
+    cycles = [c for c in import_circles(_graph()) if not _package_and_children(c)]
     assert not cycles, "import cycles:\n" + "\n".join(", ".join(c) for c in cycles)
 
 

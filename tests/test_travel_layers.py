@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.test_layout import import_circles
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "envs" / "travel"
@@ -80,33 +81,7 @@ def test_imports_only_go_down_the_layers():
 def test_no_import_circle_in_the_package():
     modules = _modules()
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
-    index, low, stack, on, circles, counter = {}, {}, [], set(), [], [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                circles.append(sorted(comp))
-
-    for v in graph:
-        if v not in index:
-            visit(v)
+    circles = import_circles(graph)
     assert not circles, f"import circles: {circles}"
 
 
