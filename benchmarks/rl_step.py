@@ -29,8 +29,23 @@ plan-like text of similar length; ``constrained`` uses rltf's SFT (TRL then samp
 
     python benchmarks/rl_step.py [--repeats 5] [--warmup 1] [--tasks 8] [--k 8] [--threads 1]
 
-Times are medians over ``--repeats`` (after ``--warmup`` untimed steps of each). The last line is
-``rltf/grpo step time: <ratio>`` (median total step time of rltf over TRL's).
+Times are medians over ``--repeats`` (after ``--warmup`` untimed steps of each), wall seconds per
+phase and CPU seconds (``time.process_time``: fairer on cores shared with other jobs) per step.
+
+The two steps do not do the same work: rltf samples only valid plans and executes all of them,
+while only the share of TRL's texts that parse as a plan is executed (~15% after the text warm
+start; the others score 0 without running anything). So, measured in the same run, it also prints:
+
+* ``valid plans executed per step`` and ``rltf/grpo step CPU time: <ratio>; per valid plan executed:
+  <ratio>`` (CPU seconds of a step divided by the valid plans it executed, rltf over TRL);
+* the time to a fixed train reward: both methods keep training (``--reward-steps`` steps in all,
+  the timed ones included) and the first step whose train reward, averaged over the last
+  ``--window`` steps, reaches the target is reported with the CPU seconds spent up to it (or
+  ``not reached in N steps``). The target is ``--target``, or by default the lower of the two
+  methods' first-step rewards (the same fine-tuned planner sampled each method's way; TRL's
+  invalid texts score 0, so its start is the lower) plus ``--gain``: a reward both can reach.
+
+The last line is ``rltf/grpo step time: <ratio>`` (median total wall step time of rltf over TRL's).
 
 ``--planner smollm2`` measures instead what reading each prompt once saves on a real LLM:
 CPU seconds per sampled and scored plan on SmolLM2-135M-Instruct with LoRA, each prompt read
@@ -149,15 +164,17 @@ def grpo_step(grpo, task_ids: list[int], k: int, prompt_of) -> dict:
     return {"loss": float(loss.detach())}
 
 
-def timed(clock: Clock, fn) -> dict[str, float]:
+def timed(clock: Clock, fn) -> tuple[dict[str, float], object]:
+    """Wall seconds per phase and in total, and CPU seconds (``cpu``) of one call of ``fn``; its result."""
     clock.start()
-    t0 = time.perf_counter()
-    fn()
-    total = time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = fn()
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
     out = {p: clock.step.get(p, 0.0) for p in ("generation", "reward")}
     out["update"] = total - out["generation"] - out["reward"]
     out["total"] = total
-    return out
+    out["cpu"] = cpu
+    return out, result
 
 
 def run(args) -> dict:
@@ -179,24 +196,40 @@ def _measure(args, tmp: Path):
     cfg, rl, grpo, reward, clock = build(args, tmp)
     prompt_of = {t.id: format_prompt(t.description, False) for t in rl.env.tasks()}
     times: dict[str, list[dict]] = {"rltf": [], "grpo": []}
-    plans: dict[str, list[float]] = {"rltf": [], "grpo": []}
-    for r in range(args.warmup + args.repeats):
-        rltf_t = timed(clock, rl.train_step)
+    plans: dict[str, list[float]] = {"rltf": [], "grpo": []}  # every step's mean train reward
+    cpu: dict[str, list[float]] = {"rltf": [], "grpo": []}  # every step's CPU seconds
+    executed: dict[str, list[int]] = {"rltf": [], "grpo": []}  # valid plans executed, per timed step
+    for r in range(max(args.warmup + args.repeats, args.reward_steps)):
+        rltf_t, row = timed(clock, rl.train_step)
         flat = rl.last_batch.task_ids
         drawn = flat[:: cfg.rltf.k_samples]  # the tasks RLTF drew, in order
-        grpo_t = timed(clock, lambda d=drawn: grpo_step(grpo, d, cfg.rltf.k_samples, prompt_of))
-        if r >= args.warmup:
+        grpo_t, _ = timed(clock, lambda d=drawn: grpo_step(grpo, d, cfg.rltf.k_samples, prompt_of))
+        if args.warmup <= r < args.warmup + args.repeats:
             times["rltf"].append(rltf_t)
             times["grpo"].append(grpo_t)
+            executed["rltf"].append(round(row["train/valid"] * len(flat)))
+            executed["grpo"].append(sum(reward.calls[-1].valid))
+        cpu["rltf"].append(rltf_t["cpu"])
+        cpu["grpo"].append(grpo_t["cpu"])
         plans["rltf"].append(float(rl.last_batch.rewards.mean()))
         plans["grpo"].append(float(sum(reward.calls[-1].rewards) / len(reward.calls[-1].rewards)))
     valid = sum(sum(c.valid) for c in reward.calls) / sum(len(c.valid) for c in reward.calls)
     lengths = grpo._metrics["train"].get("completions/mean_length", [])
-    return times, plans, valid, lengths
+    return times, plans, valid, lengths, cpu, executed
 
 
-def _report(args, times, plans, valid, lengths) -> dict:
-    med = {m: {p: statistics.median(x[p] for x in ts) for p in (*PHASES, "total")} for m, ts in times.items()}
+def time_to_reward(rewards: list[float], cpu: list[float], target: float, window: int) -> tuple[int, float] | None:
+    """The first step (1-based) whose train reward, averaged over it and up to ``window - 1`` steps
+    before it, reaches ``target``, with the CPU seconds of the steps up to it; None if none does."""
+    for i in range(len(rewards)):
+        recent = rewards[max(0, i + 1 - window): i + 1]
+        if sum(recent) / len(recent) >= target:
+            return i + 1, sum(cpu[: i + 1])
+    return None
+
+
+def _report(args, times, plans, valid, lengths, cpu, executed) -> dict:
+    med = {m: {p: statistics.median(x[p] for x in ts) for p in (*PHASES, "total", "cpu")} for m, ts in times.items()}
     n = args.tasks * args.k
     print(f"one RL step, {args.tasks} prompts x {args.k} completions = {n} plans; embedded causal planner "
           f"(hidden {args.d_model}, {args.layers} layers), warm start {args.warm_start} ({args.sft_epochs} epochs); "
@@ -213,9 +246,32 @@ def _report(args, times, plans, valid, lengths) -> dict:
     policy = {m: med[m]["total"] - med[m]["reward"] for m in med}
     print()
     print(f"without the reward (policy compute only): rltf/grpo {policy['rltf'] / policy['grpo']:.2f}")
+    # the same work? rltf executes every sampled plan (all valid), TRL only the texts that parse
+    per_step = {m: statistics.mean(executed[m]) for m in executed}
+    cpu_ratio = med["rltf"]["cpu"] / med["grpo"]["cpu"]
+    per_valid = {m: sum(x["cpu"] for x in times[m]) / max(sum(executed[m]), 1) for m in times}
+    valid_ratio = per_valid["rltf"] / per_valid["grpo"] if sum(executed["grpo"]) else float("nan")
+    print(f"valid plans executed per step: rltf {per_step['rltf']:.1f}, grpo {per_step['grpo']:.1f} (of {n}); "
+          f"CPU s per valid plan: rltf {per_valid['rltf']:.4f}, grpo {per_valid['grpo']:.4f}")
+    print(f"rltf/grpo step CPU time: {cpu_ratio:.2f}; per valid plan executed: {valid_ratio:.2f}")
+    # how long to a fixed train reward (both start from the same planner; TRL's invalid texts score 0)
+    starts = {m: plans[m][0] for m in plans}
+    target = args.target if args.target is not None else min(starts.values()) + args.gain
+    how = "--target" if args.target is not None else f"the lower start {min(starts.values()):.3f} + {args.gain:g}"
+    reached = {m: time_to_reward(plans[m], cpu[m], target, args.window) for m in plans}
+    steps = len(plans["rltf"])
+    said = {m: f"step {r[0]}, {r[1]:.1f} CPU s" if r else f"not reached in {steps} steps" for m, r in reached.items()}
+    print(f"train reward >= {target:.3f} ({how}; mean of the last {args.window} steps; starts: rltf "
+          f"{starts['rltf']:.3f}, grpo {starts['grpo']:.3f}; last: rltf {plans['rltf'][-1]:.3f}, grpo "
+          f"{plans['grpo'][-1]:.3f}): rltf {said['rltf']}; grpo {said['grpo']}")
+    to_reward = reached["rltf"][1] / reached["grpo"][1] if all(reached.values()) and reached["grpo"][1] else None
+    if to_reward is not None:
+        print(f"rltf/grpo CPU s to reach it: {to_reward:.2f}")
     ratio = med["rltf"]["total"] / med["grpo"]["total"]
     print(f"rltf/grpo step time: {ratio:.2f}")
-    return {"median": med, "ratio": ratio, "valid": valid}
+    return {"median": med, "ratio": ratio, "valid": valid, "cpu_ratio": cpu_ratio, "per_valid_plan_ratio": valid_ratio,
+            "valid_per_step": per_step, "target": target, "reached": reached, "to_reward_ratio": to_reward,
+            "rewards": plans}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -229,6 +285,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=64, help="planner.max_plan_tokens (TRL max_completion_length)")
+    ap.add_argument("--reward-steps", type=int, default=30,
+                    help="steps each method trains for the time to a fixed train reward (at least the timed ones)")
+    ap.add_argument("--gain", type=float, default=0.2,
+                    help="the fixed train reward is the lower of the two first-step rewards plus this")
+    ap.add_argument("--target", type=float, default=None, help="the fixed train reward itself (overrides --gain)")
+    ap.add_argument("--window", type=int, default=3, help="steps the train reward is averaged over")
     ap.add_argument("--warm-start", choices=("text", "constrained", "none"), default="text")
     ap.add_argument("--sft-epochs", type=int, default=20)
     ap.add_argument("--planner", choices=("embedded", "smollm2"), default="embedded",

@@ -26,6 +26,7 @@ from torch import nn
 from constrained_decoding.beam import BeamGroup, BeamSearch, Hyps
 from constrained_decoding.head import HeadMode
 from constrained_decoding.protocol import Grammar, Row
+from constrained_decoding.row_draws import RowDraws
 from constrained_decoding.runner import PlannerRunner
 from constrained_decoding.search import RowStart, sample_rows
 from constrained_decoding.tables import stack_tables
@@ -100,11 +101,15 @@ def _decoding(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Seq
 def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar], k: int = 1,
                  temperature: float = 1.0, *, seed: int | None = 0, generator: torch.Generator | None = None,
                  head: HeadMode = "auto", reuse_cache: bool = True,
-                 share_prompt: bool = True) -> list[list[DecodedPlan]]:
+                 share_prompt: bool = True, sample_seeds: Sequence[int] | None = None) -> list[list[DecodedPlan]]:
     """``k`` actions per prompt drawn from the constrained policy π_c at ``temperature``.
 
     Branching grammars: a sample's branch rows (decoded in parallel) join the batch of running
     rows as soon as its root row has finished. Same ``seed`` -> same actions.
+    ``sample_seeds`` (one integer >= 0 per sample, prompt-major: ``len(prompts) * k``): each sample
+    draws from its own streams instead (:class:`~constrained_decoding.row_draws.RowDraws`: row i of
+    sample j from ``(sample_seeds[j], i)``; ``seed`` and ``generator`` are unused), so a sample does
+    not depend on the other prompts decoded with it: same seed -> same action, alone or in a batch.
     ``share_prompt``: the ``k`` samples of a prompt (and equal prompts) read it once and copy its
     cache; ``False``: every sample reads its prompt itself (the reference the tests compare with)."""
     if k < 1:
@@ -114,6 +119,14 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: 
     prompts = list(prompts)
     grammars = check_grammars(grammars, len(prompts))
     owner = [p for p in range(len(prompts)) for _ in range(k)]  # the prompt of each sample
+    draws = None
+    if sample_seeds is not None:
+        sample_seeds = [int(x) for x in sample_seeds]
+        if len(sample_seeds) != len(owner):
+            raise ValueError(f"got {len(sample_seeds)} sample_seeds for {len(prompts)} prompts x k={k}: expected one "
+                             "per sample")
+        draws = RowDraws([(x, 0) for x in sample_seeds])
+        n_branches = [0] * len(owner)
     # the runner's prompt of each sample: its own copy when not sharing
     reads = owner if share_prompt else list(range(len(owner)))
     runner_prompts = prompts if share_prompt else [prompts[p] for p in owner]
@@ -121,7 +134,7 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: 
                    head, share_prompt) as (_, runner, tables):
         if runner is None:
             return []
-        if generator is None:
+        if generator is None and draws is None:
             generator = torch.Generator(device=runner.device)
             generator.manual_seed(0 if seed is None else seed)
         where: list[tuple[int, int]] = []  # (sample, start state) of each branch row, numbered after the roots
@@ -136,10 +149,13 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: 
                 for s in g.branch_starts(tokens) if g.branching else ():
                     new.append((reads[j], (g, s)))
                     where.append((j, s))
+                    if draws is not None:
+                        n_branches[j] += 1
+                        draws.add((sample_seeds[j], n_branches[j]))
             return new
 
         rows, lps = sample_rows(runner, tables, reads, [(grammars[p], grammars[p].root) for p in owner],
-                                temperature, generator, spawn, reuse_cache=reuse_cache)
+                                temperature, generator, spawn, reuse_cache=reuse_cache, draws=draws)
         roots, logp = rows[: len(owner)], lps[: len(owner)]
         branches: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in owner]
         for (j, s), row, lp in zip(where, rows[len(owner) :], lps[len(owner) :]):

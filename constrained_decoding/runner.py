@@ -37,6 +37,19 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     return model
 
 
+def cache_keyword(module: nn.Module) -> str:
+    """The keyword ``module.forward`` takes a KV cache by: ``cache`` where transformers has renamed
+    it (``past_key_values`` then warns FutureWarning: deprecated), else ``past_key_values`` (the
+    name up to then, e.g. transformers 4.56)."""
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
+
+
+def returned_cache(out):
+    """The KV cache a forward with ``use_cache=True`` returned (``out.cache``, or ``out.past_key_values``
+    where transformers has not renamed it; the old name warns where it has)."""
+    return out["cache"] if "cache" in out else out.past_key_values
+
+
 def _pad(seqs: Sequence[Sequence[int]], value: int, left: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
     n = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), n), value, dtype=torch.long)
@@ -83,6 +96,7 @@ class PlannerRunner:
         self.canonical = [first.setdefault(tuple(ids), i) if share_prompt else i
                           for i, ids in enumerate(self.prompt_ids)]
         self._keep_arg = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        self._cache_kw: dict[type, str] = {}  # per module class called with a cache: its keyword (cache_keyword)
         self.enc_hidden: torch.Tensor | None = None  # encoder-decoder: encoder states and mask per prompt
         self.enc_mask: torch.Tensor | None = None
         if self.encoder_decoder and not through_forward:
@@ -224,25 +238,35 @@ class PlannerRunner:
             raise RuntimeError("no rows are running: call start() first")
         return self.batch
 
+    def _with_cache(self, module: nn.Module, cache) -> dict:
+        """``{keyword: cache, "use_cache": True}`` for a call of ``module`` (see :func:`cache_keyword`)."""
+        kind = type(module)
+        if kind not in self._cache_kw:
+            self._cache_kw[kind] = cache_keyword(module)
+        return {self._cache_kw[kind]: cache, "use_cache": True}
+
     def _dec(self, ids: torch.Tensor) -> torch.Tensor:
         b = self._running()
         if self.restricted:
-            out = self.model.get_decoder()(
+            decoder = self.model.get_decoder()
+            out = decoder(
                 input_ids=ids, attention_mask=b.mask, encoder_hidden_states=b.enc,
-                encoder_attention_mask=b.enc_mask, past_key_values=b.cache, use_cache=True,
+                encoder_attention_mask=b.enc_mask, **self._with_cache(decoder, b.cache),
             )
             return out.last_hidden_state[:, -1] * self.head.scale
         out = self.model(
             encoder_outputs=BaseModelOutput(last_hidden_state=b.enc), attention_mask=b.enc_mask,
-            decoder_input_ids=ids, decoder_attention_mask=b.mask, past_key_values=b.cache, use_cache=True,
+            decoder_input_ids=ids, decoder_attention_mask=b.mask, **self._with_cache(self.model, b.cache),
         )
         return out.logits[:, -1]
 
     def _causal(self, ids: torch.Tensor) -> torch.Tensor:
         b = self._running()
-        kw = dict(input_ids=ids, attention_mask=b.mask, position_ids=b.pos, past_key_values=b.cache, use_cache=True)
+        kw = dict(input_ids=ids, attention_mask=b.mask, position_ids=b.pos)
         if self.restricted:
-            return self.model.base_model(**kw).last_hidden_state[:, -1]
+            body = self.model.base_model
+            return body(**kw, **self._with_cache(body, b.cache)).last_hidden_state[:, -1]
+        kw.update(self._with_cache(self.model, b.cache))
         if self._keep_arg:
             kw["logits_to_keep"] = 1
         return self.model(**kw).logits[:, -1]
@@ -306,10 +330,11 @@ class PlannerRunner:
         for layer, (k, v) in enumerate(zip(prefix.keys, prefix.values)):
             cache.update(k.index_select(0, which), v.index_select(0, which), layer)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, prefix.mask.shape[1] :]
-        kw = dict(input_ids=tail, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+        kw = dict(input_ids=tail, attention_mask=mask, position_ids=pos)
         if self.restricted:
-            return self.model.base_model(**kw).last_hidden_state
-        return self.model(**kw).logits
+            body = self.model.base_model
+            return body(**kw, **self._with_cache(body, cache)).last_hidden_state
+        return self.model(**kw, **self._with_cache(self.model, cache)).logits
 
     def expect_rows(self, prompt_idx: Sequence[int]) -> None:
         """Rows of these prompts will be teacher-forced (in several calls, say length buckets): when
@@ -334,7 +359,7 @@ class PlannerRunner:
                 out = self.model(**kw, logits_to_keep=1)
             else:
                 out = self.model.base_model(**kw)
-            layers = out.past_key_values.layers
+            layers = returned_cache(out).layers
             self._prefix = SharedPrefix([x.keys for x in layers], [x.values for x in layers], mask,
                                         {u: i for i, u in enumerate(distinct)})
         return self._prefix

@@ -26,6 +26,7 @@ import torch
 
 from constrained_decoding.kv_rows import RowFork
 from constrained_decoding.protocol import Grammar
+from constrained_decoding.row_draws import RowDraws, categorical
 from constrained_decoding.runner import PlannerRunner
 from constrained_decoding.tables import StateTables
 
@@ -177,9 +178,14 @@ class Waiting:
 
 
 def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int], starts: Sequence[RowStart],
-                temperature: float, generator: torch.Generator, spawn: SampleSpawn | None = None,
-                *, reuse_cache: bool = True) -> tuple[list[tuple[int, ...]], list[float]]:
+                temperature: float, generator: torch.Generator | None, spawn: SampleSpawn | None = None,
+                *, reuse_cache: bool = True, draws: RowDraws | None = None) -> tuple[list[tuple[int, ...]], list[float]]:
     """One sample per row from the constrained distribution: token ids and log-probabilities.
+
+    Every step's choices are one ``torch.multinomial`` over the batch with ``generator``, or, with
+    ``draws`` (one key per row, in row order, spawned rows' keys added by ``spawn``), each row's
+    own uniform (:mod:`constrained_decoding.row_draws`): a row's sample then does not depend on the
+    other rows of the batch.
 
     ``spawn(finished)``, called with ``(row, tokens)`` of the rows that have just finished, returns
     new rows ``(prompt index, start)``: they join the running batch (see :class:`Waiting`) and are
@@ -191,13 +197,17 @@ def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence
     dev = state.device
     logp = torch.zeros(len(starts), device=dev)
     alive = torch.arange(len(starts), device=dev)  # the row each batch position holds
+    alive_rows = list(range(len(starts)))  # the same on the host (draws)
     was_done = torch.zeros(len(starts), dtype=torch.bool, device=dev)  # (a row can start finished)
     waiting = Waiting(lambda item: 1)
     step = 0
     while True:
         step += 1
         lp, idx, bad = slot_logprobs(runner, tables, feats, state, temperature)
-        slot = torch.multinomial(lp.exp(), 1, generator=generator)
+        if draws is None:
+            slot = torch.multinomial(lp.exp(), 1, generator=generator)
+        else:
+            slot = categorical(lp, draws.uniforms(alive_rows, device=dev))
         tok = idx.gather(1, slot).squeeze(1)
         logp.index_add_(0, alive, lp.gather(1, slot).squeeze(1))
         active = ~tables.final[state]
@@ -224,6 +234,8 @@ def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence
             break
         if 4 * n_done >= len(done) or (new and n_done):  # (joining rows copies the batch anyway)
             keep = torch.nonzero(~done).squeeze(1)
+            if draws is not None:
+                alive_rows = [alive_rows[i] for i in keep.tolist()]
             runner.select(keep)
             state, tok, alive, done = state[keep], tok[keep], alive[keep], done[keep]
         was_done = done
@@ -234,6 +246,7 @@ def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence
             rows += [list(q) for q in pre]
             prompt_of += [p for (p, _), _ in new]
             alive = torch.cat([alive, torch.arange(len(logp), len(rows), device=dev)])
+            alive_rows += range(len(logp), len(rows))
             logp = torch.cat([logp, logp.new_zeros(len(new))])
             state = torch.cat([state, new_state])
             was_done = torch.cat([was_done, was_done.new_zeros(len(new))])

@@ -193,7 +193,7 @@ def test_best_plan_is_never_worse_than_a_finished_hypothesis(kind, sig):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("sig", [LINEAR, NONLINEAR], ids=["linear", "nonlinear"])
 def test_best_plan_is_never_worse_than_a_finished_hypothesis_many_seeds(kind, sig):
-    for seed, width in itertools.product(range(12, 60), range(1, 7)):
+    for seed, width in itertools.product(range(12, 32), range(1, 7)):  # 120 cases beyond the fast test's 48
         check_beam(kind, seed, TASKS[sig][seed % 2], sig, width, branch_beams=1 + seed % 3)
 
 
@@ -283,8 +283,8 @@ def test_best_plan_scores_at_least_hf_generates():
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("sig", [LINEAR, TEXT_TEXT], ids=["image-text", "text-text"])
 def test_best_plan_scores_at_least_hf_generates_many_seeds(kind, sig):
-    better = check_against_hf(kind, sig, range(100), range(1, 5))
-    print(f"{kind} {sig}: strictly better than HF in {better}/400 cases")
+    better = check_against_hf(kind, sig, range(40), range(1, 5))
+    print(f"{kind} {sig}: strictly better than HF in {better}/160 cases")
 
 
 # ------------------------------------------------------------------------------- greedy

@@ -70,28 +70,6 @@ def test_main_job_on_a_tiny_config(tiny):
 
 
 @pytest.mark.slow
-def test_evaluate_recipe_gives_the_main_jobs_rows_for_the_same_planner(tiny):
-    """``train/evaluate.py`` shares the main job's evaluation stage (schema dispatch, held-out
-    tasks, seeded few-shot examples): the final RLTF checkpoint gets the main job's rltf and
-    reference rows, the untrained embedded planner its zero- and few-shot rows, exactly."""
-    from train.evaluate import main as evaluate_main
-
-    args, summary, _, root = tiny
-    rows = summary["table"]["rows"]
-    selected = summary["rltf_selection"]["step"]  # rltf.select=best_validation: the rltf row's planner
-    final = root / "tiny" / "rltf" / f"checkpoint-{selected}" / "planner"
-    trained, out = _run_printing(evaluate_main, [*args, "run_name=eval-final", f"planner.model={final}",
-                                                 "eval.schemas=[rltf,reference]"])
-    assert trained["table"]["rows"] == {s: rows[s] for s in ("rltf", "reference")}
-    assert trained["plans"]["rltf"] == summary["plans"]["rltf"]
-    assert out[-1] == "held-out overall: rltf=" + f"{rows['rltf']['overall']:.4f}"
-    assert (root / "eval-final" / "eval.md").exists() and not (root / "eval-final" / "config.yaml").exists()
-    untrained, _ = _run_printing(evaluate_main, [*args, "run_name=eval-initial", "eval.schemas=[zero,few]"])
-    assert untrained["table"]["rows"] == {s: rows[s] for s in ("zero", "few")}
-    assert untrained["plans"] == {s: summary["plans"][s] for s in ("zero", "few")}
-
-
-@pytest.mark.slow
 def test_sft_entry_point_writes_a_reloadable_planner(tmp_path, capsys):
     from rltf.planners.planner import Planner
     from train.sft import main as sft_main

@@ -1,6 +1,7 @@
 """Comparison of training recipes over seeds: run every arm of a suite, then tabulate and plot.
 
-    nice -n 10 OMP_NUM_THREADS=1 python train/compare.py suite=openagi-grpo
+    OMP_NUM_THREADS=1 nice -n 10 python train/compare.py suite=openagi-grpo
+    OMP_NUM_THREADS=1 nice -n 10 python train/compare.py suite=smollm2           # RLTF vs TRL GRPO on SmolLM2
     python train/compare.py suite=openagi-grpo seeds=1 arms=[grpo,rltf-causal]   # a part of it
     python train/compare.py suite=openagi-grpo report_only=true                   # tabulate what ran
     python train/compare.py suite=openagi-grpo dry_run=true                       # the commands; runs nothing

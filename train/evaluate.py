@@ -1,14 +1,31 @@
-"""Held-out evaluation of a planner: the learning schemas of ``eval.schemas`` and the bounds.
+"""Held-out evaluation of one planner: the learning schemas of ``eval.schemas`` and the bounds.
 
-    python train/evaluate.py planner.model=checkpoints/default/rltf/checkpoint-200/planner \
-        eval.splits=[test,validation] eval.schemas=[rltf,reference,oracle]
+    python train/evaluate.py planner.model=checkpoints/default eval.splits=[test,validation]
 
-``planner.model`` is anything ``from_pretrained`` loads (a saved planner, an adapter folder, a
-hub id), placed on the accelerator's device. Every schema in ``eval.schemas`` evaluates that one
-planner (``finetuned`` and ``rltf`` are the same constrained beam search; name the row you mean),
-with the main job's held-out tasks and few-shot examples (``rltf/stages/plan_job.py``), so a planner
-evaluated here gets the main job's numbers. Prints the table and writes ``eval.md`` /
-``eval.json`` into the run folder.
+``planner.model`` names the planner (:mod:`rltf.stages.evaluated_planner`):
+
+* a finished training run's folder (``checkpoints/default``): the planner that run reported as
+  ``rltf`` in its table, ``rltf/checkpoint-<step>/planner`` of the step ``rltf.select`` picked (its
+  ``results.json``: ``rltf_selection``); that checkpoint survives rotation;
+* a planner folder: ``checkpoints/default/sft`` (the fine-tuned planner), a checkpoint's
+  ``checkpoints/default/rltf/checkpoint-<step>/planner`` (``rltf/latest`` names the newest), an
+  adapter folder, anything ``from_pretrained`` loads;
+* ``embedded``, ``smollm2`` or a hub id.
+
+It is placed on the accelerator's device and evaluated with the main job's held-out tasks and
+few-shot examples (``rltf/stages/plan_job.py``), so a planner evaluated here gets the main job's
+numbers. ``eval.schemas`` says which rows are computed: ``zero`` / ``few`` prompt this planner
+zero- or few-shot (meaningful for a pretrained model: for the embedded planner, which has no
+language pretraining, they are ``n/a``); ``finetuned`` or ``rltf`` (either, or both: the same
+evaluation) is its constrained beam search; ``reference`` / ``oracle`` are the bounds (no planner).
+The planner's rows are named after what was evaluated: ``planner (<folder>)`` (``planner`` in
+``eval.json``), ``zero-shot (<folder>)``, ``few-shot (<folder>)``; the bounds keep their names.
+
+It prints the table and writes ``eval.md`` / ``eval.json`` beside the planner folder, into
+``<planner folder>/eval/`` (a training run's own files are never touched); for ``embedded``,
+``smollm2`` or a hub id into ``<output_dir>/<run_name>/``, which must not hold a training run
+(pass ``run_name=...``). The last lines say where, and ``held-out overall: planner=… oracle=…``.
+``eval.json`` also records the ``planner`` evaluated (and, for a run folder, its ``selection``).
 
 ``eval.splits`` picks the held-out tasks: ``[test]`` (10 tasks on the lite suite), or
 ``[validation,test]`` for the union (18: one task moves the mean less); a split name other than
@@ -22,6 +39,7 @@ it evaluates the agent flows of ``flow.methods`` on the travel sandbox instead
 lists every node and backend).
 """
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -30,8 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rltf.stages import plan_job as stages  # noqa: E402
+from rltf.stages.evaluated_planner import PLANNER_ROW, EvaluatedPlanner, evaluated_planner  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
 from rltf.config.loading import load_config  # noqa: E402
+from rltf.config.sections import EVAL_SCHEMAS  # noqa: E402
 from rltf.run.tracking import configure_progress_bars  # noqa: E402
 
 
@@ -43,13 +63,36 @@ def main(argv: list[str] | None = None) -> dict | None:
         from rltf.flows.evaluate import main as evaluate_flows
 
         return evaluate_flows(argv)
-    run = stages.start(cfg, write_config=False)  # the run folder may hold a training run's config
+    target = evaluated_planner(cfg.planner.model, cfg.run_dir)  # before anything loads
+    cfg.planner.model = target.model
+    run = stages.start(cfg, write_config=False)  # writes nothing into the run folder
+    if target.run is not None:
+        run.log(f"planner.model={target.run}: the run's rltf planner (rltf.select={target.selection['select']}, "
+                f"step {target.selection['step']}): {target.model}")
     envs = stages.build_envs(run)
     planner = stages.build_planner(run, envs)
     tasks = envs.tasks(cfg.eval.splits)
-    results = stages.evaluate(run, cfg.eval.schemas, planner, envs, tasks)
-    title = f"{cfg.planner.model} on {'+'.join(dict.fromkeys(cfg.eval.splits))}"
-    return stages.report(run, results, tasks, title=title, stem="eval")
+    results = evaluate_rows(run, cfg.eval.schemas, planner, envs, tasks, target)
+    title = f"{target.model} on {'+'.join(dict.fromkeys(cfg.eval.splits))}"
+    return stages.report(run, results, tasks, title=title, stem="eval", labels=target.row_labels(),
+                         out_dir=target.out_dir, extra={"planner": target.as_dict()})
+
+
+def evaluate_rows(run: stages.Run, schemas, planner, envs: stages.Envs, tasks,
+                  target: EvaluatedPlanner) -> dict:
+    """The rows of ``schemas`` (table order), each logged as it finishes: ``finetuned`` / ``rltf``
+    are one row, ``planner``, the constrained beam search of the planner evaluated."""
+    wanted = [s for s in EVAL_SCHEMAS if s in set(schemas)]
+    constrained = [s for s in wanted if s in stages.CONSTRAINED][:1]  # (both: the same evaluation)
+    labels = {"oracle": envs.held_out.oracle_name, **target.row_labels()}
+    results = {}
+    for s in [s for s in wanted if s not in stages.CONSTRAINED or s in constrained]:
+        result = stages.evaluate(run, [s], planner, envs, tasks, log=False)[s]
+        row = PLANNER_ROW if s in stages.CONSTRAINED else s
+        results[row] = dataclasses.replace(result, schema=row)
+        score = "n/a" if isinstance(result, stages.NotApplicable) else f"{result.overall:.4f}"
+        run.log(f"{labels.get(row, row)} {score}")
+    return results
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ section in the YAML file. The warm start is the unconstrained NLL of the referen
 (``grpo.warm_start=text``, the default: how GRPO is normally warm-started, from which unconstrained
 sampling finds valid plans); ``grpo.warm_start=constrained`` starts from rltf's own SFT stage
 instead, whose unconstrained text stays near-random (see :mod:`rltf.comparison.grpo`).
+``grpo.sampling=constrained`` samples GRPO's completions under rltf's plan grammar (every one a
+valid plan) while TRL's loss keeps the unconstrained log-probabilities (what vLLM structured outputs
+give a TRL user: :mod:`rltf.comparison.grpo_trainer`). Prompts are the RLTF planner's (the chat
+template of an instruct LLM such as SmolLM2, ``planner.model=smollm2``).
 
 Evaluation on the held-out tasks (``eval.splits``): the fine-tuned and the GRPO planner by the main
 job's constrained beam search (``finetuned`` / ``grpo``, the evaluation RLTF gets) and by
@@ -75,6 +79,12 @@ def check_run(cfg: RunConfig) -> None:
         raise ConfigError("train/grpo.py does not resume runs: start a new one (another run_name, or overwrite=true)")
     if cfg.env.name != "openagi":
         raise ConfigError(f"train/grpo.py is the OpenAGI baseline; env.name={cfg.env.name!r} is not supported")
+    beta = cfg.rltf.kl_coef if cfg.grpo.beta is None else cfg.grpo.beta
+    if cfg.grpo.warm_start == "text" and cfg.planner.lora.enabled and cfg.sft.enabled and beta > 0:
+        # TRL's reference of a LoRA model is the base with the adapter off: the untuned model, not the text SFT
+        raise ConfigError(f"grpo.warm_start=text with LoRA trains the text SFT into the adapter, so TRL's KL reference "
+                          f"would be the base model; beta={beta:g} (grpo.beta / rltf.kl_coef): expected 0, or "
+                          "grpo.warm_start=constrained (the SFT adapter merged into the base), or planner.lora.enabled=false")
 
 
 def describe(cfg: RunConfig) -> str:
@@ -94,7 +104,9 @@ def describe(cfg: RunConfig) -> str:
         *envs.describe(cfg.env),
         f"planner     {p.model} (arch {p.arch}: GRPO trains decoder-only planners; dtype {p.dtype})",
         f"warm start  {warm}",
-        f"grpo        {r.steps} steps x {r.tasks_per_batch} tasks x {r.k_samples} generations, lr {r.lr:g}, "
+        f"grpo        {r.steps} steps x {r.tasks_per_batch} tasks x {r.k_samples} generations "
+        f"({'under the plan grammar, TRL loss on unconstrained log-probs' if g.sampling == 'constrained' else 'free text'}), "
+        f"lr {r.lr:g}, "
         f"temperature {r.temperature:g}, loss {g.loss_type}, scale_rewards {g.scale_rewards}, epsilon {g.epsilon:g}, "
         f"{g.num_iterations} iteration(s), beta {r.kl_coef if g.beta is None else g.beta:g}",
         f"eval        finetuned and grpo (constrained beam search, {cfg.eval.num_beams} beams; and greedy free text) "
@@ -122,8 +134,6 @@ def run(cfg: RunConfig) -> dict:
             stages.fine_tune(job, planner, envs, start_dir)
             planner = stages.start_rltf_from_sft(job, planner, start_dir, resumed=False)
         else:  # unconstrained NLL of the reference plan text
-            if planner.is_peft:
-                raise ConfigError("grpo.warm_start=text fine-tunes a full model; set planner.lora.enabled=false")
             history = text_finetune(planner, envs.splits["train"], epochs=cfg.sft.epochs, lr=cfg.sft.lr,
                                     batch_size=cfg.sft.batch_size, seed=cfg.seed)
             planner.save_pretrained(start_dir)
@@ -144,7 +154,7 @@ def run(cfg: RunConfig) -> dict:
                                         reference_dir=start_dir, callbacks=[periodic])
     trainer.train()
     history = reward_history(trainer)
-    job.log(f"GRPO: {cfg.rltf.steps} steps in {time.perf_counter() - t0:.0f}s; train reward "
+    job.log(f"GRPO ({grpo.sampling} sampling): {cfg.rltf.steps} steps in {time.perf_counter() - t0:.0f}s; train reward "
             f"{history[0]['reward']:.4f} -> {history[-1]['reward']:.4f}" if history else "GRPO: no steps")
     planner.model.eval()
 

@@ -15,6 +15,7 @@ from one below (``tests/test_travel_layers.py`` checks every import statement, a
    for a grammar), ``meal_costs``
 5. rules and costs: ``commonsense``, ``hard_rules``, ``route_costs``
 6. ``evaluator`` (+ metrics), ``solver`` (exact minimum cost), ``grammar`` (constrained decoding),
+   ``grammar_memo`` (one grammar per query and tokenizer, shared by envs),
    ``row_by_row_eval`` (a row-by-row DataFrame re-implementation of the official evaluator, the
    speed baseline and the agreement check)
 7. ``queries`` (the query generator, which prices each query with the solver, and the hub

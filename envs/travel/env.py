@@ -315,13 +315,13 @@ class TravelPlannerEnv(gym.Env):
     def grammar(self, tokenizer, query: int | str | TravelQuery):
         """The query's plan grammar for constrained decoding (:mod:`envs.travel.grammar`), built once
         per (tokenizer, query) and cached: the decoder caches its tables by grammar identity."""
-        from envs.travel.grammar import build_travel_grammar
+        from envs.travel.grammar_memo import shared_grammar  # (one per query content in the process)
 
         q = self.get_query(query)
         per_tok = self._grammars.setdefault(tokenizer, {})
         key = (q.id, self.max_attractions)
         if key not in per_tok:
-            per_tok[key] = build_travel_grammar(tokenizer, self.candidates(q), self.max_attractions)
+            per_tok[key] = shared_grammar(tokenizer, self.candidates(q), self.max_attractions)
         return per_tok[key]
 
     def reference_plan(self, query: int | str | TravelQuery) -> str | None:

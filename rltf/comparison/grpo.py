@@ -6,9 +6,12 @@ group-normalised advantages, clipped token-level surrogate — with everything e
 
 * the same planner and warm start: a causal planner (``planner.arch=causal``, e.g. the embedded
   LLaMA of :mod:`rltf.planners.embedded`) fine-tuned by rltf's SFT stage;
-* the same train tasks and prompts: ``{"prompt": format_prompt(description), "task_id": id}``
-  (:func:`prompt_dataset`; :func:`constrained_decoding.prompts.format_prompt` is what the decoder
-  conditions on), tokenised by the planner's own tokenizer;
+* the same train tasks and prompts: ``{"prompt": format_prompt(description, ..., tokenizer), "task_id": id}``
+  (:func:`prompt_dataset`: :func:`constrained_decoding.prompts.format_prompt` with the planner's
+  tokenizer, its chat template for an instruct LLM such as SmolLM2), turned into ids by
+  :func:`constrained_decoding.prompts.encode_formatted` like every prompt of RLTF
+  (:class:`rltf.comparison.grpo_trainer.PlannerGRPOTrainer`): GRPO conditions on exactly the ids the
+  RLTF planner is trained and evaluated with, and so does the text warm start;
 * the same reward: :class:`EnvReward` scores each completion's text with the train env
   (``env.reward_plans``; text that does not parse or check as a valid plan scores 0), one call per
   step, the sample subsets drawn from ``(seed, step, process)`` as in RLTF;
@@ -18,7 +21,10 @@ group-normalised advantages, clipped token-level surrogate — with everything e
   ``rltf.kl_coef`` as ``beta``, ``planner.max_plan_tokens`` as the completion length.
 
 GRPO's own knobs (TRL's defaults unless set) are the config's ``grpo`` section
-(:class:`rltf.config.sections.GrpoSettings`).
+(:class:`rltf.config.sections.GrpoSettings`). ``grpo.sampling=constrained`` samples the completions
+under rltf's plan grammar while TRL's loss keeps its unconstrained log-probabilities (what vLLM's
+structured outputs give a TRL user; the biased gradient RLTF avoids: see
+:mod:`rltf.comparison.grpo_trainer`).
 
 The warm start matters more than anything else here. rltf's SFT (:mod:`rltf.rl.sft`) maximises log π_c
 of the reference plans: it moves logits only *relative to the other tokens the grammar allows*, so
@@ -101,11 +107,13 @@ class EnvReward:
         return rewards
 
 
-def prompt_dataset(tasks: Sequence[Task], encoder_decoder: bool = False):
-    """TRL's train dataset: one row per task, the prompt as the planner is conditioned on it."""
+def prompt_dataset(tasks: Sequence[Task], encoder_decoder: bool = False, tokenizer=None):
+    """TRL's train dataset: one row per task, the prompt text as the planner is conditioned on it
+    (:func:`constrained_decoding.prompts.format_prompt` with the planner's ``tokenizer``: its chat
+    template, if it has one; the plain format without)."""
     from datasets import Dataset
 
-    return Dataset.from_dict({"prompt": [format_prompt(t.description, encoder_decoder) for t in tasks],
+    return Dataset.from_dict({"prompt": [format_prompt(t.description, encoder_decoder, tokenizer) for t in tasks],
                               "task_id": [int(t.id) for t in tasks]})
 
 
@@ -140,11 +148,13 @@ def grpo_args(cfg: RunConfig, output_dir: str | os.PathLike, grpo: GrpoSettings 
 def make_grpo_trainer(cfg: RunConfig, planner: Planner, env: RLTFEnv, tasks: Sequence[Task],
                       output_dir: str | os.PathLike, grpo: GrpoSettings | None = None,
                       reference_dir: str | os.PathLike | None = None, callbacks=None, **overrides):
-    """A ``GRPOTrainer`` training ``planner.model`` in place on ``tasks`` with :class:`EnvReward`
-    on ``env``. Returns ``(trainer, reward)``. With a KL term (``beta > 0``) TRL builds its
-    reference model from ``reference_dir`` (the saved start policy: the SFT folder)."""
-    from trl import GRPOTrainer
+    """A ``GRPOTrainer`` (:class:`PlannerGRPOTrainer`: rltf's prompt ids; under the plan grammar
+    with ``grpo.sampling=constrained``) training ``planner.model`` in place on ``tasks`` with
+    :class:`EnvReward` on ``env``. Returns ``(trainer, reward)``. With a KL term (``beta > 0``) TRL
+    builds its reference model from ``reference_dir`` (the saved start policy: the SFT folder)."""
+    from rltf.comparison.grpo_trainer import PlannerGRPOTrainer  # imports TRL: only when a trainer is built
 
+    g = grpo or cfg.grpo
     if planner.is_encoder_decoder:
         raise ValueError("TRL's GRPOTrainer trains decoder-only models: use a causal planner "
                          "(planner.arch=causal; the embedded planner builds a LLaMA with it)")
@@ -155,9 +165,12 @@ def make_grpo_trainer(cfg: RunConfig, planner: Planner, env: RLTFEnv, tasks: Seq
         model = planner.model.get_base_model() if planner.is_peft else planner.model
         model.config._name_or_path = str(Path(reference_dir).resolve())
     reward = EnvReward(env, cfg.seed)
-    trainer = GRPOTrainer(model=planner.model, reward_funcs=[reward], args=args,
-                          train_dataset=prompt_dataset(tasks), processing_class=planner.tokenizer,
-                          callbacks=[*(callbacks or []), _StepLog(cfg.logging.log_every)])
+    grammars = ({int(t.id): env.grammar(planner.tokenizer, t) for t in tasks} if g.sampling == "constrained"
+                else None)
+    trainer = PlannerGRPOTrainer(model=planner.model, reward_funcs=[reward], args=args,
+                                 train_dataset=prompt_dataset(tasks, False, planner.tokenizer),
+                                 processing_class=planner.tokenizer, encoder_decoder=False, grammars=grammars,
+                                 callbacks=[*(callbacks or []), _StepLog(cfg.logging.log_every)])
     trainer.remove_callback(PrinterCallback)  # one dict per step otherwise: _StepLog prints a short line
     return trainer, reward
 
@@ -220,8 +233,9 @@ def reward_history(trainer) -> list[dict]:
 def text_finetune(planner: Planner, tasks: Sequence[Task], *, epochs: int, lr: float, batch_size: int, seed: int,
                   max_grad_norm: float = 1.0) -> list[dict]:
     """Unconstrained supervised fine-tuning of a causal planner: mean token NLL of each task's
-    canonical reference plan text (:func:`envs.openagi.plans.format_plan`: GRPO is OpenAGI's baseline) and EOS after its prompt (BOS,
-    description, ``"\\nPlan:"``), prompt tokens unscored; one process, the batch order of
+    canonical reference plan text (:func:`envs.openagi.plans.format_plan`: GRPO is OpenAGI's baseline) and EOS after its prompt
+    (:func:`constrained_decoding.prompts.encode_prompts`: the chat template of an instruct LLM, else
+    BOS, description, ``"\\nPlan:"``), prompt tokens unscored; a LoRA planner trains its adapter; one process, the batch order of
     :mod:`rltf.rl.sft` (a permutation seeded by ``(seed, epoch)``). Returns one row per epoch
     (``sft/nll``)."""
     from constrained_decoding.prompts import encode_prompts
@@ -283,7 +297,8 @@ def free_text_schema(name: str, planner: Planner, env: RLTFEnv, tasks: Sequence[
                      max_new_tokens: int = 64) -> FreeTextResult:
     """Greedy unconstrained text (:func:`rltf.evaluation.schemas.free_text`) parsed as a plan as written and
     scored on all of each task's samples by ``env`` (invalid text scores 0)."""
-    texts = ev.free_text(planner, [planner.prompt(t.description) for t in tasks], max_new_tokens)
+    prompts = [format_prompt(t.description, planner.is_encoder_decoder, planner.tokenizer) for t in tasks]
+    texts = ev.free_text(planner, prompts, max_new_tokens)  # the prompt SFT, RLTF and GRPO train on
     texts = [x.strip() for x in texts]
     res = ev.SchemaResult(name)
     valid: dict[int, bool] = {}

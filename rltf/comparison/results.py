@@ -21,10 +21,15 @@ from rltf.comparison.suites import Arm, Suite, resolve
 
 
 def read_table_results(run_dir: Path, arm: Arm) -> dict:
-    """The results file of ``rltf.stages.plan_job.report`` / ``train/grpo.py``: rows, per-task scores, seconds."""
+    """The results file of ``rltf.stages.plan_job.report`` / ``train/grpo.py``: rows, per-task scores,
+    seconds; a row's held-out valid-plan rate is its ``valid`` column, else the table's ``valid_rate``."""
     data = json.loads((run_dir / arm.results).read_text())
-    return {"rows": data["table"]["rows"], "scores": data.get("scores", {}), "seconds": data.get("seconds"),
-            "intervals": data["table"].get("intervals", {})}
+    table = data["table"]
+    rows = {schema: ({"valid": table["valid_rate"][schema]} | row  # the table's own valid column wins
+                     if table.get("valid_rate", {}).get(schema) is not None else row)
+            for schema, row in table["rows"].items()}
+    return {"rows": rows, "scores": data.get("scores", {}), "seconds": data.get("seconds"),
+            "intervals": table.get("intervals", {})}
 
 
 def _config_value(cfg: dict, dotted: str) -> Any:

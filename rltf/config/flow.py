@@ -62,7 +62,10 @@ class FlowBackendSettings:
     when it has none), as plain text (off), or with the template when there is one (auto)."""
     batch_size: int = num(16, gt=0)
     """hf and planner: node prompts decoded together in one batch (free text and grammar choices
-    each)."""
+    each). planner: also how many flow passes (a step's K per query x queries, or the evaluation's
+    queries) run together, their pending decisions decoded in one call (rltf/flows/engine/batching.py);
+    each pass samples from its own seeded streams, so results do not depend on it; 1 = one pass at a
+    time (the reference path of benchmarks/flow_step.py)."""
     seed: int = num(0, ge=0)
     """Seeds the backend's own sampling generator (openai: sent with each request)."""
     max_new_tokens: int = num(256, gt=0)

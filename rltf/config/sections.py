@@ -247,6 +247,14 @@ class GrpoSettings:
     with the sft.* settings: how GRPO is normally warm-started); constrained: rltf's SFT stage, what
     RLTF starts from (its unconstrained text stays near-random, so GRPO samples no valid plan and
     learns nothing)."""
+    sampling: Literal["free", "constrained"] = "free"
+    """How GRPO samples its completions. free: unconstrained text, as TRL runs GRPO (text that is no
+    valid plan scores 0). constrained: under rltf's plan grammar (a transformers LogitsProcessor that
+    masks every token not continuing a valid plan of the task: rltf.comparison.grpo_trainer), so
+    every completion is a valid plan, while TRL's loss keeps the unconstrained log-probabilities of
+    its own forward pass: what a TRL user gets from vLLM structured outputs. That is the biased
+    ratio rltf avoids (plans drawn from the constrained policy, the gradient of the unconstrained
+    one's log-probability); RLTF samples from and differentiates the same constrained policy."""
 
 
 EVAL_SPLITS = ("train", "validation", "test")

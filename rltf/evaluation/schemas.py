@@ -38,12 +38,15 @@ With ~10 held-out tasks one task moves a mean by several points: the table gives
 overall score (an env's own table: its mean reward) with a 95% percentile-bootstrap interval over
 tasks (:func:`bootstrap_interval`, seeded, so the same scores always give the same interval), e.g.
 ``0.7367 [0.61, 0.85]``; the interval is stored under the table's ``intervals``.
+
+Launched on several processes, every schema function is a collective: each process evaluates its
+share of the tasks (:func:`by_process`) and all of them get every task's result, in task order.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +56,7 @@ from constrained_decoding.decode import beam_search_plans
 from constrained_decoding.prompts import Conversation, encode_formatted, format_prompt, uses_chat_template
 from envs.protocol import RLTFEnv as Env
 from envs.protocol import Task
+from rltf.run.distributed import gather_objects, launch_share
 
 FREE_TEXT_STOP = "\n\n"
 """Free text ends at its first blank line (the plain few-shot format separates examples by one; a
@@ -85,9 +89,14 @@ def constrained_schema(name: str, planner, env: Env, tasks: Sequence[Task], num_
     """Best plan of a constrained beam search per task, scored on all of the task's samples.
     ``prompts`` (one per task) default to the task descriptions: the prompt SFT and RLTF train on."""
     prompts = [t.description for t in tasks] if prompts is None else list(prompts)
-    best = beam_search_plans(planner.model, planner.tokenizer, prompts,
-                             [env.grammar(planner.tokenizer, t) for t in tasks], num_beams=num_beams, num_return=1)
-    return _schema_result(name, env, tasks, [b[0].plan for b in best])
+
+    def share(rows: list[int]) -> SchemaResult:
+        mine = [tasks[i] for i in rows]
+        best = beam_search_plans(planner.model, planner.tokenizer, [prompts[i] for i in rows],
+                                 [env.grammar(planner.tokenizer, t) for t in mine], num_beams=num_beams, num_return=1)
+        return _schema_result(name, env, mine, [b[0].plan for b in best])
+
+    return by_process(name, tasks, share)
 
 
 def task_prompt(env: Env, task: Task, examples: Sequence[Task]) -> Conversation:
@@ -141,12 +150,16 @@ def free_form_schema(name: str, planner, env: Env, tasks: Sequence[Task], exampl
                      max_new_tokens: int = 64) -> SchemaResult:
     """OpenAGI's zero- / few-shot schema: the planner's free text from :func:`task_prompt` (cut at the
     first blank line), mapped onto the action it stands for by ``env.parse_free_text``."""
-    prompts = [few_shot_prompt(env, t, examples, planner.is_encoder_decoder, planner.tokenizer) for t in tasks]
-    texts = free_text(planner, prompts, max_new_tokens, stop=(FREE_TEXT_STOP,))
-    # the action each text stands for (OpenAGI: mapped onto a valid plan; travel: the text itself)
-    res = _schema_result(name, env, tasks, [env.parse_free_text(t, text) for t, text in zip(tasks, texts)])
-    res.texts = {t.id: text for t, text in zip(tasks, texts)}
-    return res
+    def share(rows: list[int]) -> SchemaResult:
+        mine = [tasks[i] for i in rows]
+        prompts = [few_shot_prompt(env, t, examples, planner.is_encoder_decoder, planner.tokenizer) for t in mine]
+        texts = free_text(planner, prompts, max_new_tokens, stop=(FREE_TEXT_STOP,))
+        # the action each text stands for (OpenAGI: mapped onto a valid plan; travel: the text itself)
+        res = _schema_result(name, env, mine, [env.parse_free_text(t, text) for t, text in zip(mine, texts)])
+        res.texts = {t.id: text for t, text in zip(mine, texts)}
+        return res
+
+    return by_process(name, tasks, share)
 
 
 def instructed_schema(name: str, planner, env: Env, tasks: Sequence[Task], examples: Sequence[Task],
@@ -166,18 +179,44 @@ def untrained_schema(name: str, planner, env: Env, tasks: Sequence[Task], exampl
 
 
 def reference_schema(env: Env, tasks: Sequence[Task]) -> SchemaResult:
-    return _schema_result("reference", env, tasks, [t.reference_plan for t in tasks])
+    return by_process("reference", tasks, lambda rows: _schema_result(
+        "reference", env, [tasks[i] for i in rows], [tasks[i].reference_plan for i in rows]))
 
 
 def oracle_schema(env: Env, tasks: Sequence[Task]) -> SchemaResult | None:
     """The env's oracle (OpenAGI: exhaustive search; travel: the exact solver), or None when it has none."""
-    found = env.oracle_plans(tasks)
-    if found is None:
+    def share(rows: list[int]) -> SchemaResult | None:
+        mine = [tasks[i] for i in rows]
+        found = env.oracle_plans(mine)
+        if found is None:
+            return None
+        res = SchemaResult("oracle")
+        for t, (plan, score) in zip(mine, found):
+            res.plans[t.id], res.scores[t.id], res.valid[t.id] = plan, score, True
+        return res
+
+    return by_process("oracle", tasks, share)
+
+
+def by_process(name: str, tasks: Sequence[Task],
+               share: Callable[[list[int]], SchemaResult | None]) -> SchemaResult | None:
+    """``share(rows)``, the result of the tasks at positions ``rows`` of ``tasks``, over the launch's
+    processes: each evaluates its share (every n-th task from its index; the same tasks every time,
+    so its env's execution cache holds only its own), and every process gets all the results,
+    in the order of ``tasks`` (a collective: every process must call it). One process: ``share`` of
+    all the tasks. ``None`` (the env has no oracle) when ``share`` gives None."""
+    rank, world = launch_share()
+    if world == 1:
+        return share(list(range(len(tasks))))
+    rows = list(range(rank, len(tasks), world))
+    parts = gather_objects(share(rows) if rows else SchemaResult(name))
+    if any(p is None for p in parts):
         return None
-    res = SchemaResult("oracle")
-    for t, (plan, score) in zip(tasks, found):
-        res.plans[t.id], res.scores[t.id], res.valid[t.id] = plan, score, True
-    return res
+    merged = SchemaResult(name)
+    for what in ("plans", "scores", "valid", "texts"):
+        found = {k: v for p in parts for k, v in getattr(p, what).items()}
+        setattr(merged, what, {t.id: found[t.id] for t in tasks if t.id in found})
+    return merged
 
 
 def _schema_result(name: str, env: Env, tasks: Sequence[Task], plans) -> SchemaResult:

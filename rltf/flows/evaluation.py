@@ -82,33 +82,69 @@ def evaluate_method(method: str, env, ids: Sequence[int], backend, flow: FlowSet
     failed, the last backend error; reward, final pass and violations). The first
     ``flow.trace_queries`` passes write their traces to ``trace_dir``. ``health`` sees every
     query's backend calls and raises :class:`BackendUnreachableError` when the first ones all fail."""
-    from rltf.flows.agents.travel_nodes import FlowRun
-
     plans: dict[int, Any] = {}
     records = []
-    for k, i in enumerate(ids):
-        trace = trace_dir / f"query{i}.json" if trace_dir is not None and k < flow.trace_queries else None
-        t0 = time.perf_counter()
-        try:
-            fr = run_method(method, env, i, backend, flow, trace)
-        except Exception as e:  # noqa: BLE001 - one query's crash is that query's failure, reported
-            fr = FlowRun(None, None, f"{type(e).__name__}: {e}")
-        secs = time.perf_counter() - t0
-        plans[i] = fr.plan
-        res = fr.result
-        steps = res.constrained() if res is not None else []
-        answered, failed, last_error = backend_calls(res)
-        records.append({
-            "query": i, "plan": fr.plan, "error": fr.error, "seconds": secs,
-            "tokens": res.usage.total_tokens if res is not None else 0,
-            "nodes": len(res.order) if res is not None else 0, "decisions": len(steps),
-            "logprob": sum(c.logprob for _, c in steps if c.logprob is not None),
-            "trace": str(trace) if trace is not None and res is not None else None,
-            "backend_calls": answered, "backend_failures": failed, "backend_error": last_error,
-            "extra": fr.extra})
-        if health is not None:
-            health.record(answered, failed, last_error, planned=len(ids))
+    width = getattr(backend, "batch_size", 1)
+    traces = [trace_dir / f"query{i}.json" if trace_dir is not None and k < flow.trace_queries else None
+              for k, i in enumerate(ids)]
+    for start in range(0, len(ids), width):  # a batch of passes at a time: the health check sees each batch
+        part, part_traces = list(ids[start : start + width]), traces[start : start + width]
+        runs = _run_queries(method, env, part, part_traces, backend, flow, width)
+        for i, trace, (fr, secs) in zip(part, part_traces, runs):
+            _record(records, plans, i, trace, fr, secs, health, len(ids))
     return _score(env, list(ids), plans, records)
+
+
+def _record(records: list[dict], plans: dict[int, Any], i: int, trace: Path | None, fr, secs: float,
+            health: BackendHealth | None, planned: int) -> None:
+    """Query ``i``'s record (see :func:`evaluate_method`), and its backend calls to ``health``."""
+    plans[i] = fr.plan
+    res = fr.result
+    steps = res.constrained() if res is not None else []
+    answered, failed, last_error = backend_calls(res)
+    records.append({
+        "query": i, "plan": fr.plan, "error": fr.error, "seconds": secs,
+        "tokens": res.usage.total_tokens if res is not None else 0,
+        "nodes": len(res.order) if res is not None else 0, "decisions": len(steps),
+        "logprob": sum(c.logprob for _, c in steps if c.logprob is not None),
+        "trace": str(trace) if trace is not None and res is not None else None,
+        "backend_calls": answered, "backend_failures": failed, "backend_error": last_error,
+        "extra": fr.extra})
+    if health is not None:
+        health.record(answered, failed, last_error, planned=planned)
+
+
+def _run_queries(method: str, env, ids: Sequence[int], traces: Sequence[Path | None], backend, flow: FlowSettings,
+                 width: int) -> list[tuple[Any, float]]:
+    """``(FlowRun, seconds)`` of one pass per query, the passes run together
+    (:class:`~rltf.flows.engine.batching.PassBatch`: each backend call decodes their pending
+    decisions in one batch); with a backend that takes per-item generators each pass has its own,
+    seeded from ``(flow.backend.seed, query)`` (what a sampling backend draws does not depend on the
+    batch). A query's seconds are its own code's plus its share of the backend calls it was in."""
+    from rltf.flows.agents.travel_nodes import FlowRun
+    from rltf.flows.engine.batching import PassBatch
+
+    def job(i: int, trace: Path | None):
+        def run(pass_backend):
+            try:
+                return run_method(method, env, i, pass_backend, flow, trace)
+            except Exception as e:  # noqa: BLE001 - one query's crash is that query's failure, reported
+                return FlowRun(None, None, f"{type(e).__name__}: {e}")
+        return run
+
+    generators = None
+    if getattr(backend, "per_item_generators", False):
+        import numpy as np
+        import torch
+
+        generators = []
+        for i in ids:
+            g = torch.Generator()  # draws one seed per decision (host side)
+            g.manual_seed(int(np.random.default_rng([flow.backend.seed, int(i)]).integers(2**62)))
+            generators.append(g)
+    batch = PassBatch(backend, width)
+    results = batch.run([job(i, t) for i, t in zip(ids, traces)], generators)
+    return list(zip(results, batch.seconds))
 
 
 # ----------------------------------------------------------------------------- backend errors

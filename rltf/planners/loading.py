@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -105,7 +106,9 @@ def apply_lora(model: PreTrainedModel, lora: LoraSettings, is_encoder_decoder: b
     config = LoraConfig(task_type=TaskType.SEQ_2_SEQ_LM if is_encoder_decoder else TaskType.CAUSAL_LM,
                         r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets)
     try:
-        return get_peft_model(model, config)
+        with warnings.catch_warnings():  # peft reads model.is_gradient_checkpointing, deprecated by transformers 5
+            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+            return get_peft_model(model, config)
     except ValueError as e:
         linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear)})
         raise PlannerError(f"planner.lora.target_modules={lora.target_modules!r} cannot be applied to a "

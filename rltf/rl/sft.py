@@ -14,10 +14,10 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from constrained_decoding.logprobs import plan_logprobs
 from rltf.run.distributed import Sharding, advance_schedule
+from rltf.run.tracking import progress_bar
 from rltf.rl.optim import make_optimizer
 
 
@@ -45,7 +45,7 @@ def supervised_finetune(planner, env, tasks: Sequence, *, epochs: int, lr: float
     rank, world = accelerator.process_index, accelerator.num_processes
     history = []
     model.eval()  # no dropout: the same function that sampling and scoring use
-    bar = tqdm(range(epochs), desc="sft", disable=not (progress and accelerator.is_main_process))
+    bar = progress_bar(range(epochs), desc="sft", enabled=progress and accelerator.is_main_process)
     for epoch in bar:
         order = np.random.default_rng([seed, epoch]).permutation(len(tasks))
         losses, skipped = [], 0

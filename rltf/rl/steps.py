@@ -5,7 +5,8 @@ The flat trainer (:class:`rltf.rl.trainer.RLTFTrainer`, plans) and the flow trai
 they sample and how they score it; around that they run the same maths, written once here:
 
 * :func:`draw_step` — what is random in a step, a pure function of ``(seed, step, process)``: the
-  task draw (the same on every process; each takes its shard) and the seeds of the sampler and the env;
+  task draw (each process draws from its own fixed part of the tasks: :func:`task_shard`) and the
+  seeds of the sampler and the env;
 * :func:`loss_weights` — the REINFORCE weight of every sample: advantage against the baseline over
   ALL processes' rewards, the entropy and KL regularisers, the optional normalisation;
 * :func:`update` — backward, gradients averaged over processes and clipped, optimizer and
@@ -65,16 +66,40 @@ class StepDraw:
 
 def draw_step(seed: int, step: int, task_ids: list[int], tasks_per_batch: int, process_index: int = 0,
               num_processes: int = 1) -> StepDraw:
-    """``tasks_per_batch`` of ``task_ids`` drawn for step ``step`` (with replacement only when there are
-    fewer tasks), the same draw on every process, each taking every ``num_processes``-th from its index;
-    a pure function of ``(seed, step, process)``, so a resumed run draws what the uninterrupted one would."""
+    """``tasks_per_batch`` of ``task_ids`` drawn for step ``step``; a pure function of ``(seed, step,
+    process)``, so a resumed run draws what the uninterrupted one would.
+
+    One process draws them from all of ``task_ids`` (with replacement only when there are fewer).
+    With several, every process owns a fixed part of the tasks, the same at every step
+    (:func:`task_shard`: every ``num_processes``-th task from its index), and its
+    ``tasks_per_batch / num_processes`` tasks of the step come from its part: a task is only ever
+    sampled, executed and cached by one process, so the processes' execution caches do not overlap.
+    Every process makes the whole global draw (each part's share, in process order, from one
+    generator seeded by ``(seed, step)``) and keeps its own, so the global batch (``tasks_per_batch``
+    tasks, stratified over the parts) depends only on ``(seed, step, num_processes)``."""
+    if num_processes < 1 or not 0 <= process_index < num_processes:
+        raise ValueError(f"process {process_index} of {num_processes}: expected 0 <= process < processes")
+    if tasks_per_batch % num_processes:
+        raise ValueError(f"rltf.tasks_per_batch={tasks_per_batch} must be divisible by the {num_processes} processes")
     rng = np.random.default_rng([seed, step])
     # (a seed, not a generator: a CPU generator cannot draw for CUDA tensors)
     sample_seed = int(rng.integers(2**62)) + process_index
-    replace = tasks_per_batch > len(task_ids)
-    drawn = rng.choice(task_ids, size=tasks_per_batch, replace=replace).tolist()
-    return StepDraw(drawn[process_index::num_processes], sample_seed,
-                    np.random.default_rng([seed, step, process_index, 1]))
+    per_process = tasks_per_batch // num_processes
+    drawn: list[int] = []
+    for p in range(process_index + 1):  # the parts before this one advance the generator as they would
+        part = task_shard(task_ids, p, num_processes)
+        drawn = rng.choice(part, size=per_process, replace=per_process > len(part)).tolist()
+    return StepDraw(drawn, sample_seed, np.random.default_rng([seed, step, process_index, 1]))
+
+
+def task_shard(task_ids: list[int], process_index: int, num_processes: int) -> list[int]:
+    """The tasks process ``process_index`` of ``num_processes`` owns: every ``num_processes``-th of
+    ``task_ids`` from its index (parts differ in size by one at most); all of them for one process."""
+    part = list(task_ids)[process_index::num_processes]
+    if not part:
+        raise ValueError(f"{len(task_ids)} train task(s) for {num_processes} processes: every process needs a task "
+                         f"of its own; launch at most {len(task_ids)} processes")
+    return part
 
 
 # ------------------------------------------------------------------------ 2. the loss weights

@@ -3,8 +3,8 @@ several clipped-ratio updates per batch).
 
 One step, top to bottom (:meth:`RLTFTrainer.train_step`):
 
-1. draw ``tasks_per_batch`` train tasks (the same draw on every process; each takes its shard:
-   :func:`rltf.rl.steps.draw_step`);
+1. draw ``tasks_per_batch`` train tasks (each process its share, from its own fixed part of the
+   tasks: :func:`rltf.rl.steps.draw_step`);
 2. sample ``k_samples`` plans per task from π_c — the constrained, renormalised distribution;
 3. execute them in the environment (cached): reward R in [0, 1] per plan (and the env's report of
    the experts that failed: ``env.expert_failures``);
@@ -85,7 +85,7 @@ class RLTFTrainer:
         tokenizer, sharding = self.planner.tokenizer, state.sharding
         started = time.perf_counter()
 
-        # 1. tasks: one global draw, sharded across processes
+        # 1. tasks: this process's share of the global draw, from the tasks it owns
         draw = draw_step(self.cfg.seed, state.step, self.train_ids, rl.tasks_per_batch, acc.process_index,
                          acc.num_processes)
         tasks = [env.get_task(i) for i in draw.task_ids]

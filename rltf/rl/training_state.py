@@ -25,8 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from rltf.config.loading import RunConfig, check_resume_config, config_to_yaml
 from rltf.planners.planner import Planner
 from rltf.rl.baselines import Baseline
@@ -34,6 +32,7 @@ from rltf.rl.kl_reference import ReferencePolicy
 from rltf.rl.optim import make_optimizer
 from rltf.run.checkpoint import ENGINE_DIR, MODEL_DIR, STATE_FILE, latest_intact_checkpoint, save_checkpoint
 from rltf.run.distributed import Sharding
+from rltf.run.tracking import progress_bar
 
 VALIDATION_SCORE = "eval/validation/score"  # the key of the periodic validation score in a step's row
 
@@ -108,8 +107,8 @@ class TrainingState:
                 self.tracker.log(self.initial_validation, 0)
             if self._new_best(self.initial_validation):
                 self.save()
-        bar = tqdm(total=rl.steps, initial=self.step, desc="rltf",
-                   disable=not (self.cfg.logging.progress_bar and acc.is_main_process))
+        bar = progress_bar(total=rl.steps, initial=self.step, desc="rltf",
+                           enabled=self.cfg.logging.progress_bar and acc.is_main_process)
         while self.step < rl.steps:
             row = {"step": self.step + 1, **train_step()}
             if validates and self.step % rl.eval_every == 0:

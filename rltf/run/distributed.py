@@ -175,15 +175,58 @@ class Sharding:
                                         load_lr_scheduler_states=True)
 
 
+GRAD_BUCKET_ELEMENTS = 2**24
+"""Gradients are averaged in flat buckets of at most this many elements (one collective per bucket
+rather than per parameter; 64 MiB of float32)."""
+
+
 def all_reduce_grads(accelerator, model: nn.Module) -> None:
-    """Average gradients over processes (a no-op in a single process)."""
+    """Average gradients over processes (a no-op in a single process): the trainable parameters'
+    gradients (zeros where a process has none), flattened into buckets of one dtype and device of
+    up to :data:`GRAD_BUCKET_ELEMENTS` elements, one all-reduce per bucket; element by element the
+    same mean as one all-reduce per parameter."""
     if accelerator.num_processes == 1:
         return
-    for p in model.parameters():
-        if p.requires_grad:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            p.grad = accelerator.reduce(p.grad, reduction="mean")
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    buckets: list[list[nn.Parameter]] = []
+    size = 0
+    for p in params:
+        if not buckets or size + p.numel() > GRAD_BUCKET_ELEMENTS or \
+                (p.grad.dtype, p.grad.device) != (buckets[-1][0].grad.dtype, buckets[-1][0].grad.device):
+            buckets.append([])
+            size = 0
+        buckets[-1].append(p)
+        size += p.numel()
+    for bucket in buckets:
+        flat = accelerator.reduce(torch.cat([p.grad.reshape(-1) for p in bucket]), reduction="mean")
+        for p, g in zip(bucket, flat.split([p.numel() for p in bucket])):
+            p.grad = g.view_as(p.grad)
+
+
+def launch_share() -> tuple[int, int]:
+    """``(this process's index, the number of processes)`` of the launch: torch.distributed's default
+    group once it is initialised (accelerate starts it for a multi-process launch), else ``(0, 1)``."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    """``obj`` (any picklable object) of every process of the launch, in process order; ``[obj]`` in
+    one process. A collective: every process must call it."""
+    _, world = launch_share()
+    if world == 1:
+        return [obj]
+    import torch.distributed as dist
+
+    out: list[Any] = [None] * world
+    dist.all_gather_object(out, obj)
+    return out
 
 
 def _env_true(name: str) -> bool:

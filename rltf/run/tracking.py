@@ -1,4 +1,5 @@
-"""Experiment tracking: wandb (offline without an API key), tensorboard or nothing, plus a plot.
+"""Experiment tracking: wandb (offline without an API key), tensorboard or nothing, plus a plot;
+the progress bars (:func:`progress_bar`, :func:`configure_progress_bars`).
 
 Only the main process logs. ``report_to: wandb`` switches to ``WANDB_MODE=offline`` when no API
 key is configured, so a run never dies for want of an account; sync it later with ``wandb sync``.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +129,60 @@ def configure_progress_bars(enabled: bool, stream=None) -> bool:
     from transformers.utils import logging as hf_logging
 
     stream = sys.stderr if stream is None else stream
-    show = bool(enabled) and bool(getattr(stream, "isatty", lambda: False)())
+    show = bool(enabled) and _is_terminal(stream)
     if show:
         hf_logging.enable_progress_bar()
     else:
         hf_logging.disable_progress_bar()  # (and huggingface_hub's)
     return show
+
+
+def _is_terminal(stream) -> bool:
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+PLAIN_PROGRESS_EVERY_S = 30.0
+"""Seconds between the plain progress lines a bar prints when its output is not a terminal."""
+
+
+class PlainProgressLines:
+    """A file-like target for a tqdm bar whose output is not a terminal (a log file, a pipe): each
+    redraw (``"\\r" + status``) becomes at most one plain line, at most one every ``every_s``
+    seconds (the first and the closing status always), so a file holds a few readable lines, not
+    hundreds of carriage-return redraws. ``clock``: seconds, for tests."""
+
+    def __init__(self, stream, every_s: float = PLAIN_PROGRESS_EVERY_S, clock=time.monotonic):
+        self.stream, self.every_s, self.clock = stream, every_s, clock
+        self._pending = self._written = ""
+        self._last: float | None = None
+
+    def write(self, text: str) -> None:
+        status = text.replace("\x1b[A", "").strip("\r\n").rstrip()
+        if status and "\r" not in status and "\n" not in status:
+            self._pending = status
+            if self._last is None or self.clock() - self._last >= self.every_s:
+                self._emit()
+        elif text.endswith("\n") and not status:  # tqdm closing a bar it leaves: its last status
+            self._emit()
+
+    def _emit(self) -> None:
+        if self._pending and self._pending != self._written:
+            self.stream.write(self._pending + "\n")
+            self._written, self._last = self._pending, self.clock()
+
+    def flush(self) -> None:
+        getattr(self.stream, "flush", lambda: None)()
+
+
+def progress_bar(iterable=None, *, desc: str, enabled: bool, stream=None, **kwargs):
+    """A tqdm bar ``desc`` (``logging.progress_bar`` and the main process: ``enabled``) drawn on
+    ``stream`` (default stderr): redrawn in place on a terminal, else printed as sparse plain
+    ASCII lines (:class:`PlainProgressLines`). ``kwargs`` go to tqdm (``total``, ``initial``)."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    stream = sys.stderr if stream is None else stream
+    if not enabled or _is_terminal(stream):
+        return tqdm(iterable, desc=desc, disable=not enabled, file=stream, **kwargs)
+    return tqdm(iterable, desc=desc, file=PlainProgressLines(stream), ascii=True, **kwargs)

@@ -49,10 +49,14 @@ from rltf.planners.tokenizer import tokenizer_texts_for
 from rltf.run.tracking import Tracker, plot_rewards, read_json, write_json
 from rltf.rl.trainer import RLTFTrainer
 from rltf.rl.training_state import VALIDATION_SCORE, Selection
+from rltf.stages.evaluated_planner import PLANNER_ROW
 
 UNTRAINED = ("zero", "few")  # schemas of the planner before any training (prompted: ev.untrained_schema)
 CONSTRAINED = ("finetuned", "rltf")  # schemas of a trained planner (constrained beam search)
-LAST_LINE_SCHEMAS = ("zero", "few", "finetuned", "rltf", "oracle")
+LAST_LINE_SCHEMAS = ("zero", "few", "finetuned", "rltf", PLANNER_ROW, "oracle")
+# a table's rows in order: the schemas, with train/evaluate.py's row of the planner it evaluated after the trained ones
+_AFTER_TRAINED = EVAL_SCHEMAS.index("rltf") + 1
+ROW_ORDER = (*EVAL_SCHEMAS[:_AFTER_TRAINED], PLANNER_ROW, *EVAL_SCHEMAS[_AFTER_TRAINED:])
 _LABELS = {"zero": "zero-shot", "few": "few-shot", "finetuned": "fine-tuned"}
 
 
@@ -316,7 +320,7 @@ def evaluate_untrained(run: Run, planner: Planner, envs: Envs, tasks: Sequence[T
 # ----------------------------------------------------------------------------------- report
 def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task], *, title: str,
            stem: str = "results", history: list[dict] | None = None, env: Env | None = None,
-           labels: dict[str, str] | None = None) -> dict:
+           labels: dict[str, str] | None = None, out_dir: Path | None = None, extra: dict | None = None) -> dict:
     """The table of ``results`` (per metric family and overall, schemas in table order), written to
     ``<run_dir>/<stem>.md`` / ``<stem>.json``; with an RLTF ``history`` also
     ``rltf_history.json`` and ``rewards.png``, the rltf row named after the step :func:`train_rltf`
@@ -325,9 +329,11 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
     line, ``held-out overall: zero=… few=… finetuned=… rltf=… oracle=…`` (the schemas run; on an
     env with its own headline metric, e.g. travel's ``held-out final pass: finetuned=… rltf=…
     solver=…``). ``env`` (the held-out env) gives the table's columns; ``labels`` rename rows.
+    ``out_dir`` (``train/evaluate.py``: beside the evaluated planner) replaces the run folder as the
+    place of ``<stem>.md`` / ``<stem>.json``; ``extra`` adds its keys to ``<stem>.json``.
     Returns the summary written to ``<stem>.json``."""
     cfg, acc = run.cfg, run.acc
-    ordered = [results[s] for s in EVAL_SCHEMAS if s in results]
+    ordered = [results[s] for s in ROW_ORDER if s in results]
     if env is None and run.envs is not None:
         env = run.envs.held_out
     na = {r.schema: r.reason for r in ordered if isinstance(r, NotApplicable)}
@@ -345,17 +351,20 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
                "scores": {r.schema: r.scores for r in ordered}, "seconds": time.perf_counter() - run.started}
     if selected is not None:
         summary["rltf_selection"] = {**selected.as_dict(), "validation": run.validation or []}
+    summary |= extra or {}
+    folder = run.run_dir if out_dir is None else Path(out_dir)
     if acc.is_main_process:
-        run.run_dir.mkdir(parents=True, exist_ok=True)
-        (run.run_dir / f"{stem}.md").write_text(md)
-        write_json(run.run_dir / f"{stem}.json", summary)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{stem}.md").write_text(md)
+        write_json(folder / f"{stem}.json", summary)
         if history is not None:
             write_json(run.run_dir / "rltf_history.json", history)
             plot_rewards(history, run.run_dir / "rewards.png", title=f"RLTF {cfg.run_name} (seed {cfg.seed})",
                          validation=run.validation, selected_step=selected.step if selected else None)
     rows, column = table["rows"], ev.headline(env)
     run.log("\n" + md)
-    run.log(f"run folder: {run.run_dir}  ({summary['seconds']:.0f}s)")
+    run.log(f"{'run folder' if out_dir is None else f'{stem}.md / {stem}.json written to'}: {folder}  "
+            f"({summary['seconds']:.0f}s)")
     run.log(f"held-out {column}: " + " ".join(
         f"{oracle_name if s == 'oracle' else s}={'n/a' if s in na else format(rows[s][column], '.4f')}"
         for s in LAST_LINE_SCHEMAS if s in rows))

@@ -49,8 +49,8 @@ from envs.openagi.task_data.images import (
 from envs.openagi.lite.image.classification import classifier_model, classify
 from envs.openagi.lite.image.colorization import colorize, colorizer_table
 from envs.openagi.lite.image.common import _check_images
-from envs.openagi.lite.image.deblurring import deblur
-from envs.openagi.lite.image.denoising import denoise
+from envs.openagi.lite.image.deblurring import deblur, deblur_batch
+from envs.openagi.lite.image.denoising import denoise, denoise_batch
 from envs.openagi.lite.image.super_resolution import super_resolve
 from envs.openagi.registry import ToolRegistry
 from envs.openagi.suite import RESTORER
@@ -77,10 +77,31 @@ IMAGE_RESTORERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def register_image_experts(registry: ToolRegistry) -> None:
-    """Register the five image experts under their OpenAGI names."""
+BATCH_RESTORERS: dict[str, Callable[[Sequence[np.ndarray]], list[np.ndarray]]] = {
+    "Image Denoising": denoise_batch,
+    "Image Deblurring": deblur_batch,
+}
+"""Restorers with a batched implementation (bit for bit the per-image one, on all same-sized images at once)."""
+
+
+def _stacked(
+    tool: str, fn: Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+) -> Callable[[Sequence[object]], list[np.ndarray]]:
+    def run(batch: Sequence[object]) -> list[np.ndarray]:
+        return fn(_check_images(tool, batch))
+
+    run.__name__ = fn.__name__
+    return run
+
+
+def register_image_experts(registry: ToolRegistry, batched: bool = True) -> None:
+    """Register the five image experts under their OpenAGI names; ``batched=False``: each restorer
+    runs image by image (the reference the batched ones are checked and timed against)."""
     for name, fn in IMAGE_RESTORERS.items():
-        register_spec(registry, name, _batched(name, fn))
+        if batched and name in BATCH_RESTORERS:
+            register_spec(registry, name, _stacked(name, BATCH_RESTORERS[name]))
+        else:
+            register_spec(registry, name, _batched(name, fn))
     register_spec(
         registry,
         "Image Classification",

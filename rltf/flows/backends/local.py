@@ -32,6 +32,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from constrained_decoding.decode import greedy_plans, sample_plans
 from constrained_decoding.prompts import encode_formatted, encode_prompts, format_prompt
 from constrained_decoding.protocol import Grammar
+from constrained_decoding.row_draws import RowDraws, categorical
 from constrained_decoding.rows import GrammarError
 from rltf.flows.backends.base import (BackendError, Choices, Completion, GrammarArg, Message, Sampling,
                                       check_messages, per_item, render_plain)
@@ -46,9 +47,10 @@ class _Chooser(LogitsProcessor):
     """Picks every next token itself (argmax or a draw with its generator) and records its
     log-probability; returns scores that make ``generate``'s greedy step take exactly that token."""
 
-    def __init__(self, sampling: Sampling, generator: torch.Generator | None):
+    def __init__(self, sampling: Sampling, generator: torch.Generator | None, draws: RowDraws | None = None):
         self.sampling = sampling
         self.generator = generator
+        self.draws = draws  # per-row uniform streams (per-item generators) instead of the shared generator
         self.logps: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -65,7 +67,10 @@ class _Chooser(LogitsProcessor):
                 drop = probs.cumsum(-1) - probs >= s.top_p  # keep the smallest prefix reaching top_p
                 z = z.masked_fill(torch.zeros_like(drop).scatter(-1, idx, drop), float("-inf"))
             logp = z.log_softmax(-1)
-            tok = torch.multinomial(logp.exp(), 1, generator=self.generator).squeeze(-1)
+            if self.draws is None:
+                tok = torch.multinomial(logp.exp(), 1, generator=self.generator).squeeze(-1)
+            else:
+                tok = categorical(logp, self.draws.uniforms(range(len(logp)), device=logp.device)).squeeze(-1)
         else:
             logp = z.log_softmax(-1)
             tok = logp.argmax(-1)
@@ -96,6 +101,7 @@ class LocalModelBackend:
     decoding is (what rltf's planners are trained on). ``seed`` seeds the backend's generator."""
 
     supports_grammar = True
+    per_item_generators = True  # generate(..., generators=[one per item]) (see generate)
 
     def __init__(self, model: nn.Module, tokenizer, is_encoder_decoder: bool, *, sampling: Sampling | None = None,
                  seed: int = 0, chat_template: ChatTemplate = "auto", plan_separator: bool = False,
@@ -165,22 +171,37 @@ class LocalModelBackend:
 
     # ------------------------------------------------------------------------ generation
     def generate(self, messages_batch: Sequence[Sequence[Message]], grammar: GrammarArg | Sequence[GrammarArg] = None,
-                 *, sampling: Sampling | None = None) -> list[Completion]:
+                 *, sampling: Sampling | None = None,
+                 generators: Sequence[torch.Generator] | None = None) -> list[Completion]:
         """One :class:`Completion` per item: free generation, or constrained decoding for items
-        with a grammar (see the module docstring)."""
+        with a grammar (see the module docstring).
+
+        ``generators`` (one ``torch.Generator`` per item, sampling only): item i draws one seed from
+        ``generators[i]`` and samples from its own streams of that seed
+        (:class:`~constrained_decoding.row_draws.RowDraws`) instead of the backend's generator, so
+        what an item samples does not depend on the other items of the call (a flow pass run
+        alone or batched with others samples the same answers)."""
         batch = check_messages(messages_batch)
         grammars = [self.resolve_grammar(g) for g in per_item(grammar, len(batch))]
         s = sampling or self.sampling
+        seeds: list[int] | None = None
+        if generators is not None:
+            if len(generators) != len(batch):
+                raise BackendError(f"got {len(batch)} message lists but {len(generators)} generators; expected one "
+                                   "per item")
+            if s.do_sample:  # one seed per item, in item order (greedy draws nothing)
+                seeds = [int(torch.randint(2**62, (1,), generator=g, device=g.device).item()) for g in generators]
         out: list[Completion | None] = [None] * len(batch)
         free = [i for i, g in enumerate(grammars) if g is None]
         constrained = [i for i, g in enumerate(grammars) if g is not None]
         for k in range(0, len(free), self.batch_size):
             idx = free[k : k + self.batch_size]
-            for i, c in zip(idx, self._free([batch[i] for i in idx], s)):
+            for i, c in zip(idx, self._free([batch[i] for i in idx], s, _pick(seeds, idx))):
                 out[i] = c
         for k in range(0, len(constrained), self.batch_size):
             idx = constrained[k : k + self.batch_size]
-            for i, c in zip(idx, self._constrained([batch[i] for i in idx], [grammars[i] for i in idx], s)):
+            for i, c in zip(idx, self._constrained([batch[i] for i in idx], [grammars[i] for i in idx], s,
+                                                   _pick(seeds, idx))):
                 out[i] = c
         return out  # type: ignore[return-value]
 
@@ -198,7 +219,7 @@ class LocalModelBackend:
         return grammar
 
     @torch.inference_mode()
-    def _free(self, batch: list[list[Message]], s: Sampling) -> list[Completion]:
+    def _free(self, batch: list[list[Message]], s: Sampling, seeds: list[int] | None = None) -> list[Completion]:
         model, tok = self.model, self.tokenizer
         ids = [self.free_prompt_ids(m) for m in batch]
         width = max(len(x) for x in ids)
@@ -215,7 +236,7 @@ class LocalModelBackend:
                 raise BackendError(f"a prompt of {width} tokens does not fit the model's {limit} positions "
                                    "(shorten the node's messages)")
             s = s.replace(max_new_tokens=min(s.max_new_tokens, limit - width))
-        chooser = _Chooser(s, self.generator)
+        chooser = _Chooser(s, self.generator, RowDraws([(x, 0) for x in seeds]) if seeds is not None else None)
         eos = _eos_ids(model, tok)
         was_training = model.training
         model.eval()
@@ -254,12 +275,13 @@ class LocalModelBackend:
         return dict(do_sample=False, num_beams=1, max_new_tokens=s.max_new_tokens, temperature=None, top_p=None,
                     top_k=None, pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(eos) or None)
 
-    def _constrained(self, batch: list[list[Message]], grammars: list[Grammar], s: Sampling) -> list[Completion]:
+    def _constrained(self, batch: list[list[Message]], grammars: list[Grammar], s: Sampling,
+                     seeds: list[int] | None = None) -> list[Completion]:
         descs = [self.describe(m) for m in batch]
         prompt_ids = encode_prompts(self.tokenizer, descs, self.is_encoder_decoder)
         if s.do_sample:
             decoded = [d[0] for d in sample_plans(self.model, self.tokenizer, descs, grammars, 1, s.temperature,
-                                                  generator=self.generator)]
+                                                  generator=self.generator, sample_seeds=seeds)]
             temperature = s.temperature
         else:
             decoded = greedy_plans(self.model, self.tokenizer, descs, grammars)
@@ -267,3 +289,7 @@ class LocalModelBackend:
         return [Completion(text=d.text, prompt_tokens=len(p), completion_tokens=sum(len(r) for r in d.rows),
                            logprob=float(d.logprob), decoded=d, prompt=desc, temperature=temperature, value=d.plan)
                 for d, p, desc in zip(decoded, prompt_ids, descs)]
+
+
+def _pick(seeds: list[int] | None, idx: Sequence[int]) -> list[int] | None:
+    return None if seeds is None else [seeds[i] for i in idx]

@@ -39,7 +39,8 @@ completion tokens (the backend's counts), log-probability and seconds; nodes and
 them. Each pass writes a JSON trace (:mod:`rltf.flows.engine.trace`) where the caller says.
 
 Here: :class:`Flow`. Beside it in :mod:`rltf.flows.engine`: ``graph`` (Node, Edge), ``pass_graph``,
-``context`` (NodeContext, default_compose), ``config`` (FlowConfig, Backoff), ``results``, ``errors``.
+``context`` (NodeContext, default_compose), ``config`` (FlowConfig, Backoff), ``results``, ``errors``,
+``batching`` (PassBatch: many passes at once, their backend requests decoded in one batch).
 """
 
 from __future__ import annotations

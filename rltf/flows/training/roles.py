@@ -118,16 +118,23 @@ class RoleBackend:
     """A planner backend that decodes each node with its role's adapter (see the module docstring)."""
 
     supports_grammar = True
+    per_item_generators = True
 
     def __init__(self, inner, adapters: RoleAdapters):
         self.inner = inner
         self.adapters = adapters
 
+    def node_group(self, name: str) -> str:
+        """Nodes of one role decode together (one adapter per call: :class:`~rltf.flows.engine.batching.PassBatch`)."""
+        return self.adapters.role_of(name)
+
     def begin_node(self, name: str) -> None:
         self.adapters.use(self.adapters.role_of(name))
 
-    def generate(self, messages_batch, grammar=None, *, sampling=None):
-        return self.inner.generate(messages_batch, grammar, sampling=sampling)
+    def generate(self, messages_batch, grammar=None, *, sampling=None, generators=None):
+        if generators is None:
+            return self.inner.generate(messages_batch, grammar, sampling=sampling)
+        return self.inner.generate(messages_batch, grammar, sampling=sampling, generators=generators)
 
     def reseed(self, seed: int) -> None:
         self.inner.reseed(seed)

@@ -3,11 +3,13 @@
 One step, top to bottom (:meth:`FlowRLTFTrainer.train_step`), the same as
 :class:`rltf.rl.trainer.RLTFTrainer`'s with a trajectory where it has a plan:
 
-1. draw ``tasks_per_batch`` train queries (the same draw on every process; each takes its shard:
-   :func:`rltf.rl.steps.draw_step`);
+1. draw ``tasks_per_batch`` train queries (each process draws its share from its own fixed part
+   of the queries: :func:`rltf.rl.steps.draw_step`, :func:`rltf.rl.steps.task_shard`);
 2. run the flow ``k_samples`` times per query with the planner backend *sampling* every choice
-   from π_c (the backend's generator reseeded from ``(seed, step, process, query, k)``: a resumed
-   run samples what the uninterrupted one would have): each pass is a trajectory of decisions
+   from π_c, the passes together (each backend call decodes the pending decisions of up to
+   ``flow.backend.batch_size`` passes), each pass with its own generator seeded from
+   ``(seed, step, process, query, k)`` (the same samples alone or batched; a resumed run samples
+   what the uninterrupted one would have): each pass is a trajectory of decisions
    (:mod:`rltf.flows.training.trajectory`), its reward the evaluator's score of the delivered itinerary;
 3. log π_c(decision) recomputed teacher-forced WITH gradients for every decision of every
    trajectory (:func:`rltf.flows.backends.planner.rescore`: the decoded rows, prompts and
@@ -40,6 +42,7 @@ import torch
 
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend, rescore
+from rltf.flows.engine.batching import PassBatch
 from rltf.flows.training.trajectory import Trajectory, decision_weights, role_rewards, roll_out
 from rltf.rl.objectives import clipped_surrogate, decision_log_ratios
 from rltf.rl.steps import StepBatch, clipped_passes, draw_step, gather, loss_weights, step_metrics, update
@@ -147,12 +150,20 @@ class FlowRLTFTrainer:
         return row
 
     def _roll_outs(self, tasks, sample_seed: int) -> list[Trajectory]:
-        out = []
+        """The K passes of every query, run together (:class:`~rltf.flows.engine.batching.PassBatch`,
+        ``flow.backend.batch_size`` passes at a time: each backend call decodes their pending
+        decisions in one batch), each sampling with its own generator seeded from
+        ``(sample_seed, query, k)``: a pass samples the same decisions alone or batched, and a
+        resumed run what the uninterrupted one would. The generators only draw one seed per
+        decision (host side), so they live on the CPU."""
+        jobs, generators = [], []
         for ti, task in enumerate(tasks):
             for k in range(self.rl.k_samples):
-                self.backend.reseed(int(np.random.default_rng([sample_seed, ti, k]).integers(2**62)))
-                out.append(roll_out(self.method, self.env, task.id, self.backend, self.flow))
-        return out
+                g = torch.Generator()
+                g.manual_seed(int(np.random.default_rng([sample_seed, ti, k]).integers(2**62)))
+                generators.append(g)
+                jobs.append(lambda backend, task_id=task.id: roll_out(self.method, self.env, task_id, backend, self.flow))
+        return PassBatch(self.backend, self.flow.backend.batch_size).run(jobs, generators)
 
     def _scored(self, model, decisions) -> torch.Tensor:
         """log π_c of every decision under ``model`` now (per role's adapter with ``roles: lora``).

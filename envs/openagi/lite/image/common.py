@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -29,3 +29,11 @@ def _rgb(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarray:
     b = y + 1.773 * cb
     g = (y - LUMA[0] * r - LUMA[2] * b) / LUMA[1]
     return np.clip(np.stack([r, g, b], axis=-1), 0.0, 1.0).astype(np.float32)
+
+
+def shape_groups(images: Sequence[np.ndarray]) -> dict[Hashable, list[int]]:
+    """The positions of ``images`` grouped by shape (first-seen order): what a batched expert stacks."""
+    groups: dict[Hashable, list[int]] = {}
+    for i, x in enumerate(images):
+        groups.setdefault(x.shape, []).append(i)
+    return groups
