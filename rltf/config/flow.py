@@ -194,6 +194,9 @@ class FlowSettings:
     credit: Literal["global", "local+global"] = "global"
     """Training: global: every decision of a trajectory gets its advantage; local+global: an MTP
     executor decision also gets its meta-task's local-constraint result."""
+    warm_start_queries: Optional[int] = None
+    """Training: the warm start (the solver's decisions) runs on N train queries, evenly spaced (a large
+    planner on a CPU); null: every train query. RLTF still draws from all of them."""
     local_weight: float = num(1.0, ge=0)
     """Training: the weight of the local term under credit: local+global."""
     roles: Literal["shared", "lora"] = "shared"
@@ -213,6 +216,9 @@ class FlowSettings:
                                     f"list drawn from {list(EVAL_SPLITS)}")
         if self.limit is not None and self.limit < 1:
             raise FlowSettingsError(f"bad value for '{section}.limit': {self.limit!r}; expected null or >= 1")
+        if self.warm_start_queries is not None and self.warm_start_queries < 1:
+            raise FlowSettingsError(f"bad value for '{section}.warm_start_queries': {self.warm_start_queries!r}; "
+                                    "expected null or >= 1")
         if self.days is not None and (not self.days or any(d not in (3, 5, 7) for d in self.days)):
             raise FlowSettingsError(f"bad value for '{section}.days': {self.days!r}; expected null or a list of 3, 5, 7")
         b = self.backend

@@ -31,7 +31,8 @@ from rltf.stages import plan_job as stages
 from rltf.config.loading import ConfigError, RunConfig, config_to_yaml
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend
-from rltf.flows.evaluation import COLUMNS, evaluate_method, held_out_ids, solver_row, table_markdown
+from rltf.flows.evaluation import (COLUMNS, evaluate_method, held_out_ids, select_queries, solver_row,
+                                  table_markdown)
 from rltf.flows.training.teacher import DemonstrationGrammars, collect_demonstrations, plain_describe
 from rltf.rl.sft import supervised_finetune
 from rltf.run.tracking import Tracker, plot_rewards, write_json
@@ -70,8 +71,8 @@ def check_flow_job(cfg: RunConfig) -> str:
 def demonstrations(run: stages.Run, envs: stages.Envs, method: str, describe=plain_describe):
     """The solver's answer to every choice of ``method``'s flow on the train queries."""
     t0 = time.perf_counter()
-    demos, taught = collect_demonstrations(envs.train, [t.id for t in envs.splits["train"]], method, describe,
-                                           run.cfg.flow)
+    ids = select_queries([t.id for t in envs.splits["train"]], run.cfg.flow.warm_start_queries)
+    demos, taught = collect_demonstrations(envs.train, ids, method, describe, run.cfg.flow)
     run.log(f"warm start: {len(demos)} decisions of {taught['queries']:.0f} train queries answered by the solver "
             f"(the taught {method} flow passes {taught['final_pass']:.2%} of them; {time.perf_counter() - t0:.1f}s)")
     return demos, taught
@@ -84,7 +85,7 @@ def describe_flow_job(cfg: RunConfig) -> str:
     method = check_flow_job(cfg)
     rl, sft, flow = cfg.rltf, cfg.sft, cfg.flow
     lines = [describe_flows(cfg, flow),
-             f"warm start  {'the solver answers every choice of ' + method + ' on the train queries; SFT ' + str(sft.epochs) + ' epoch(s), lr ' + format(sft.lr, 'g') if sft.enabled else 'none (sft.enabled=false)'}",
+             f"warm start  {'the solver answers every choice of ' + method + ' on ' + (f'{flow.warm_start_queries} (evenly spaced) of the' if flow.warm_start_queries else 'the') + ' train queries; SFT ' + str(sft.epochs) + ' epoch(s), lr ' + format(sft.lr, 'g') if sft.enabled else 'none (sft.enabled=false)'}",
              f"rltf        {rl.steps} steps x {rl.tasks_per_batch} queries x {rl.k_samples} sampled passes (T={rl.temperature:g}), "
              f"lr {rl.lr:g}, baseline {rl.baseline}, credit {flow.credit}, roles {flow.roles}",
              "held-out    the flow with greedy decisions: finetuned, rltf" + (", solver" if flow.oracle else "")]

@@ -30,7 +30,8 @@ from torch import nn
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from constrained_decoding.decode import greedy_plans, sample_plans
-from constrained_decoding.prompts import encode_formatted, encode_prompts, format_prompt
+from constrained_decoding.prompts import (Conversation, encode_formatted, encode_prompts, format_prompt,
+                                         uses_chat_template)
 from constrained_decoding.protocol import Grammar
 from constrained_decoding.row_draws import RowDraws, categorical
 from constrained_decoding.rows import GrammarError
@@ -38,7 +39,7 @@ from rltf.flows.backends.base import (BackendError, Choices, Completion, Grammar
                                       check_messages, per_item, render_plain)
 from rltf.flows.engine.choice import choice_grammar
 
-__all__ = ["ChatTemplate", "LocalModelBackend"]
+__all__ = ["ChatTemplate", "LocalModelBackend", "as_conversation"]
 
 ChatTemplate = Literal["auto", True, False]
 
@@ -89,6 +90,19 @@ def _eos_ids(model: nn.Module, tokenizer) -> set[int]:
     if tokenizer.eos_token_id is not None:
         ids.add(int(tokenizer.eos_token_id))
     return ids
+
+
+def as_conversation(messages: Sequence[Message]) -> Conversation | None:
+    """``messages`` as a :class:`~constrained_decoding.prompts.Conversation` (same chat rendering)
+    when they fit its shape: an optional system message, then user / assistant turns in turn,
+    ending with a user message (a node's prompt, and its retries); None otherwise."""
+    msgs = list(messages)
+    system = msgs.pop(0)["content"] if msgs and msgs[0]["role"] == "system" else ""
+    roles = [m["role"] for m in msgs]
+    if len(msgs) % 2 == 0 or roles != ["user", "assistant"] * (len(msgs) // 2) + ["user"]:
+        return None
+    pairs = tuple((msgs[k]["content"], msgs[k + 1]["content"]) for k in range(0, len(msgs) - 1, 2))
+    return Conversation(msgs[-1]["content"], instructions=system, examples=pairs)
 
 
 class LocalModelBackend:
@@ -150,18 +164,24 @@ class LocalModelBackend:
                 return text[len(bos):]
         return text
 
-    def describe(self, messages: Sequence[Message]) -> str:
-        """The text the constrained decoder (and a planner's free generation) is given for
-        ``messages``: the chat template's rendering (its BOS left to the tokenizer) or the plain
-        transcript; the decoder then formats it (:func:`~constrained_decoding.prompts.format_prompt`)."""
+    def describe(self, messages: Sequence[Message]) -> str | Conversation:
+        """What the constrained decoder (and a planner's free generation) is given for ``messages``;
+        the decoder then formats it (:func:`~constrained_decoding.prompts.format_prompt`). With the
+        chat template: a causal model's messages as a :class:`~constrained_decoding.prompts.Conversation`,
+        which the decoder wraps in the template exactly once (a templated string would be wrapped a
+        second time, as one user message); messages a Conversation cannot hold, the plain transcript
+        as its task; a seq2seq model, the template's rendering (its BOS left to the tokenizer).
+        Without it: the plain transcript."""
         if self.use_chat_template:
+            if uses_chat_template(self.tokenizer, self.is_encoder_decoder):
+                return as_conversation(messages) or Conversation(render_plain(messages, assistant_cue=False))
             return self._strip_bos(self._template(messages, add_generation_prompt=True))
         return render_plain(messages, assistant_cue=False)
 
     def free_prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         """Token ids free generation is conditioned on (see the class docstring)."""
         if self.plan_separator:
-            text = format_prompt(self.describe(messages), self.is_encoder_decoder)
+            text = format_prompt(self.describe(messages), self.is_encoder_decoder, self.tokenizer)
             return encode_formatted(self.tokenizer, [text], self.is_encoder_decoder)[0]
         if self.use_chat_template:
             text = self._template(messages, add_generation_prompt=True)
