@@ -4,8 +4,6 @@ and the evaluation's files beside that planner, never in a training run's own fo
 (:mod:`rltf.stages.evaluated_planner`). One tiny main job (embedded T5 from scratch, 3 RLTF steps,
 a checkpoint every step, ``rltf.save_total_limit=1``) is evaluated several ways."""
 
-import contextlib
-import io
 import json
 import re
 
@@ -16,6 +14,7 @@ from rltf.config.loading import load_config
 from rltf.run.checkpoint import checkpoints
 from rltf.run.folders import RunFolderError
 from rltf.stages.evaluated_planner import evaluated_planner
+from tests.test_main_job import _run_printing
 from train.evaluate import main as evaluate_main
 from train.rltf import run
 
@@ -27,13 +26,6 @@ TINY = ["planner.embedded.encoder=scratch", "planner.embedded.d_model=32", "plan
         "rltf.checkpoint_every=1", "rltf.save_total_limit=1", "eval.num_beams=2", "eval.splits=[test]",
         "logging.progress_bar=false", "eval.schemas=[finetuned,rltf,reference]"]
 TRAINING_FILES = ("config.yaml", "results.md", "results.json", "rltf_history.json", "sft_history.json", "rltf/latest")
-
-
-def _run_printing(fn, *args):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        result = fn(*args)
-    return result, out.getvalue().strip().splitlines()
 
 
 @pytest.fixture(scope="module")
