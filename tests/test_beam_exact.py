@@ -283,8 +283,8 @@ def test_best_plan_scores_at_least_hf_generates():
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("sig", [LINEAR, TEXT_TEXT], ids=["image-text", "text-text"])
 def test_best_plan_scores_at_least_hf_generates_many_seeds(kind, sig):
-    better = check_against_hf(kind, sig, range(40), range(1, 5))
-    print(f"{kind} {sig}: strictly better than HF in {better}/160 cases")
+    better = check_against_hf(kind, sig, range(21, 33), range(1, 5))  # beyond the fast test's seeds
+    print(f"{kind} {sig}: strictly better than HF in {better}/48 cases")
 
 
 # ------------------------------------------------------------------------------- greedy
