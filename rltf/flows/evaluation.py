@@ -139,7 +139,7 @@ def _run_queries(method: str, env, ids: Sequence[int], traces: Sequence[Path | N
 
         generators = []
         for i in ids:
-            g = torch.Generator()  # draws one seed per decision (host side)
+            g = torch.Generator(device="cpu")  # draws one seed per decision on the host (the backend reads g.device)
             g.manual_seed(int(np.random.default_rng([flow.backend.seed, int(i)]).integers(2**62)))
             generators.append(g)
     batch = PassBatch(backend, width)

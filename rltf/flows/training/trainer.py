@@ -159,7 +159,7 @@ class FlowRLTFTrainer:
         jobs, generators = [], []
         for ti, task in enumerate(tasks):
             for k in range(self.rl.k_samples):
-                g = torch.Generator()
+                g = torch.Generator(device="cpu")  # host-side seed draws, whatever the model's device
                 g.manual_seed(int(np.random.default_rng([sample_seed, ti, k]).integers(2**62)))
                 generators.append(g)
                 jobs.append(lambda backend, task_id=task.id: roll_out(self.method, self.env, task_id, backend, self.flow))
