@@ -1,6 +1,6 @@
 """The SmolLM2 comparison suite (``configs/compare/smollm2.yaml``, issue #23 item 5): RLTF and two TRL
-GRPO arms (free-text and constrained sampling) on SmolLM2-135M-Instruct with one start, prompt and
-budget; and the held-out valid-plan rate read from a results table's ``valid_rate``."""
+GRPO arms (free text from a text SFT start, constrained sampling from RLTF's start) on
+SmolLM2-135M-Instruct with one prompt and budget; and the held-out valid-plan rate read from a results table's ``valid_rate``."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from rltf.evaluation import schemas as ev
 
 def test_the_smollm2_suite_runs_every_arm_on_smollm2_with_one_start_and_one_budget():
     suite = load_suite("smollm2")
-    assert {a.name for a in suite.arms} == {"rltf", "grpo-free", "grpo-constrained", "bounds"} and suite.seeds == 3
+    assert {a.name for a in suite.arms} == {"rltf", "grpo-text", "grpo-constrained", "bounds"} and suite.seeds == 3
     loaded = check_arms(suite)
     trained = {r.arm for r in suite.rows if r.trained}
-    assert trained == {"rltf", "grpo-free", "grpo-constrained"}
+    assert trained == {"rltf", "grpo-text", "grpo-constrained"}
     assert {r.schema for r in suite.rows if r.arm == "rltf"} == {"zero", "few", "finetuned", "rltf"}
     for name in trained:
         cfg = loaded[name]
@@ -32,10 +32,11 @@ def test_the_smollm2_suite_runs_every_arm_on_smollm2_with_one_start_and_one_budg
         assert cfg.eval.splits == ["validation", "test"], name
         assert suite.arm(name).plans_per_step == ("rltf.tasks_per_batch", "rltf.k_samples")
     assert loaded["rltf"].rltf.baseline == "rloo"
-    free, constrained = loaded["grpo-free"].grpo, loaded["grpo-constrained"].grpo
+    free, constrained = loaded["grpo-text"].grpo, loaded["grpo-constrained"].grpo
     assert (free.sampling, constrained.sampling) == ("free", "constrained")
-    assert free.warm_start == constrained.warm_start == "constrained"  # RLTF's own fine-tuned start
-    assert suite.arm("grpo-free").history == suite.arm("grpo-constrained").history == "train_history.json"
+    assert constrained.warm_start == "constrained"  # RLTF's own fine-tuned start
+    assert free.warm_start == "text"  # a constrained start writes no valid free text: TRL's own text SFT
+    assert suite.arm("grpo-text").history == suite.arm("grpo-constrained").history == "train_history.json"
     assert loaded["bounds"].eval.schemas == ["reference", "oracle"] and suite.arm("bounds").seeds == 1
 
 
