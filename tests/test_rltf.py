@@ -95,8 +95,8 @@ def test_one_step_moves_the_policy_along_the_advantage(tmp_path):
 
 def test_training_learns_and_is_deterministic(tmp_path):
     runs = []
-    for i in range(2):
-        cfg = make_cfg(tmp_path / str(i), "rltf.steps=12", "rltf.checkpoint_every=0")
+    for i in range(2):  # 8 steps: the expected reward gains ~0.87 by step 4 already (seed 0)
+        cfg = make_cfg(tmp_path / str(i), "rltf.steps=8", "rltf.checkpoint_every=0")
         planner, env = make_planner(), toy_env()
         before = [expected_reward(planner, env, t) for t in env.tasks()]
         hist = RLTFTrainer(cfg, planner, env, Accelerator(cpu=True)).train()
