@@ -1,8 +1,17 @@
-"""The agent flows on SmolLM2 (issue 23, item 6) in one table: every evaluator metric and the CPU
+r"""The agent flows on SmolLM2 (issue 23, item 6) in one table: every evaluator metric and the CPU
 seconds of each run, on the same held-out travel queries.
 
 Run the runs first (one thread each; see the README section "Agent flows on SmolLM2"), each
-under ``/usr/bin/time -f %U+%S -o <run dir>/cpu_seconds.txt``, then::
+under ``/usr/bin/time -f %U+%S -o <run dir>/cpu_seconds.txt``; the embedded planner's runs on the
+same queries (the 3-day ones, 4 spread)::
+
+    python -m rltf.flows.evaluate config=configs/travel-mtp.yaml env.travel.days=[3] flow.limit=4 \
+        run_name=travel-mtp-embedded-untrained          # travel-react.yaml: travel-react-embedded-untrained
+    python train/rltf.py config=configs/travel-mtp.yaml env.travel.days=[3] flow.limit=4 flow.warm_start_queries=4 \
+        rltf.steps=4 rltf.tasks_per_batch=2 rltf.k_samples=2 rltf.baseline=rloo rltf.checkpoint_every=0 \
+        run_name=travel-mtp-embedded-rl                 # the SmolLM2 RL config's warm start and RLTF budget
+
+then::
 
     python benchmarks/flows_smollm2.py [--checkpoints checkpoints] [--out benchmarks/results/flows-smollm2]
 
@@ -27,6 +36,8 @@ RUNS = (
     ("MTP, SmolLM2 + LoRA, warm start", "planner", "travel-mtp-smollm2-rl", "flow_results", "finetuned"),
     ("MTP, SmolLM2 + LoRA, warm start + RLTF", "planner", "travel-mtp-smollm2-rl", "flow_results", "rltf"),
     ("MTP, embedded planner untrained", "planner", "travel-mtp-embedded-untrained", "flow_eval", "mtp"),
+    ("MTP, embedded planner, warm start", "planner", "travel-mtp-embedded-rl", "flow_results", "finetuned"),
+    ("MTP, embedded planner, warm start + RLTF", "planner", "travel-mtp-embedded-rl", "flow_results", "rltf"),
     ("ReAct, embedded planner untrained", "planner", "travel-react-embedded-untrained", "flow_eval", "react"),
     ("solver (exact)", "-", "travel-mtp-smollm2", "flow_eval", "solver"),
 )

@@ -39,8 +39,9 @@ def test_the_rl_config_trains_smollm2_with_lora_on_a_few_warm_start_queries():
     cfg = load_config([f"config={RL_CONFIG}"])
     assert check_flow_job(cfg) == "mtp" and cfg.planner.model == "smollm2" and cfg.planner.lora.enabled
     assert cfg.flow.backend.kind == "planner" and cfg.flow.warm_start_queries == 4
+    assert cfg.flow.score_batch == 8  # the step's memory bounded: 8 decisions per re-scoring forward
     text = describe_flow_job(cfg)
-    assert "on 4 (evenly spaced) of the train queries" in text and "rltf        2 steps x 1 queries x 2 sampled passes" in text
+    assert "on 4 (evenly spaced) of the train queries" in text and "rltf        4 steps x 2 queries x 2 sampled passes" in text
     assert "the solver answers every choice of mtp on the train queries" in describe_flow_job(
         load_config([f"config={RL_CONFIG}", "flow.warm_start_queries=null"]))
     with pytest.raises(ConfigError, match=re.escape("'flow.warm_start_queries': 0")):

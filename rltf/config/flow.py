@@ -202,6 +202,13 @@ class FlowSettings:
     roles: Literal["shared", "lora"] = "shared"
     """Training: shared: one planner plays every role (the role is in its prompt); lora: a LoRA
     adapter per role on one base model, trained together (needs planner.lora.enabled)."""
+    score_batch: Optional[int] = None
+    """Training: the most decisions re-scored in one forward pass. null: every decision of a step in
+    one teacher-forced forward with gradients (its activations held at once: a real LLM on long
+    prompts runs out of memory at a few passes per step); N: log π_c of the decisions is first
+    computed without gradients, N at a time, then the loss's backward runs N decisions at a time,
+    gradients accumulated (exact: the loss reaches the weights only through the decisions' log π_c;
+    costs one more forward per decision). Replicated processes only (not FSDP / DeepSpeed)."""
 
     def validate(self, section: str = "flow") -> None:
         for message in bound_errors(self, f"{section}."):
@@ -219,6 +226,8 @@ class FlowSettings:
         if self.warm_start_queries is not None and self.warm_start_queries < 1:
             raise FlowSettingsError(f"bad value for '{section}.warm_start_queries': {self.warm_start_queries!r}; "
                                     "expected null or >= 1")
+        if self.score_batch is not None and self.score_batch < 1:
+            raise FlowSettingsError(f"bad value for '{section}.score_batch': {self.score_batch!r}; expected null or >= 1")
         if self.days is not None and (not self.days or any(d not in (3, 5, 7) for d in self.days)):
             raise FlowSettingsError(f"bad value for '{section}.days': {self.days!r}; expected null or a list of 3, 5, 7")
         b = self.backend

@@ -379,12 +379,13 @@ def save_config(cfg: RunConfig, path: str | os.PathLike) -> Path:
 
 
 # ------------------------------------------------------------------------------ resuming
-# keys a resumed run may change: they do not change what is trained, only what is logged and
+# keys a resumed run may change: they do not change what is trained (flow.score_batch: the same gradients in
+# chunks, so a run can resume with smaller ones after running out of memory), only what is logged and
 # evaluated and where outputs go (a prefix ending in "." covers its section); ``grpo.`` is read by
 # train/grpo.py only, which does not resume (and runs saved before the section existed lack it)
 RESUME_SAFE_KEYS = ("logging.", "eval.", "grpo.", "flow.splits", "flow.limit", "flow.select", "flow.days",
                     "flow.trace_queries", "flow.oracle", "flow.backend.torch_threads", "flow.backend.batch_size",
-                    "resume", "overwrite", "dry_run", "output_dir", "run_name",
+                    "flow.score_batch", "resume", "overwrite", "dry_run", "output_dir", "run_name",
                     "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "rltf.select", "planner.embedded.dir",
                     "env.data_dir", "env.cache_mib")
 

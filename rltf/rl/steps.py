@@ -13,6 +13,7 @@ they sample and how they score it; around that they run the same maths, written 
   schedule stepped (a non-finite loss or gradient norm stops the run or skips the update); one per
   step (REINFORCE), or one per minibatch of each pass over the batch (``rltf.update_epochs``,
   ``rltf.minibatches``: :func:`minibatches`, the clipped surrogate of :mod:`rltf.rl.objectives`);
+  :func:`update_in_chunks` the same with the backward run a few samples at a time (a flow's decisions);
 * :func:`step_metrics` — the row every step logs (each trainer adds its own keys).
 
 What the step reads and writes between steps (optimizer, schedule, baseline, KL reference, step
@@ -25,7 +26,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -163,6 +164,44 @@ def update(loss: torch.Tensor, state: TrainingState) -> Update:
     return Update(grad_norm, float(skipped))
 
 
+def update_in_chunks(loss: torch.Tensor, scores: torch.Tensor, rows: Sequence[int],
+                     rescore: Callable[[list[int]], torch.Tensor], chunk: int, state: TrainingState) -> Update:
+    """:func:`update` for a loss that reaches the parameters only through per-sample scores (a flow's
+    log π_c per decision) too many to hold in one graph. ``scores`` is a leaf (``requires_grad``, no
+    graph to the parameters) holding the values of samples ``rows``, computed beforehand without
+    gradients; ``loss`` was computed from it; ``rescore(rows)`` computes those samples' scores again
+    with gradients. The backward runs in two stages: d loss / d scores first (no model), then for
+    every ``chunk`` rows (in order) their scores re-computed and back-propagated weighted by it, the
+    gradients accumulating: by the chain rule the parameters' gradient is :func:`update`'s on the
+    loss built on the scores' graph, with at most ``chunk`` samples in one forward pass. The rest as
+    :func:`update` (non-finite loss or gradient norm, processes' gradients averaged once after the
+    last chunk, clipping, step); replicated processes only (each process's backward calls may differ
+    in number: FSDP and DeepSpeed reduce inside every backward)."""
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk}: expected at least 1 sample per forward pass")
+    if state.sharding.kind != "replicated":
+        raise ValueError(f"chunked backward with {state.sharding.kind} sharding: its processes must make the same "
+                         "backward calls; expected replicated processes")
+    acc = state.acc
+    worst = float(loss.detach()) if acc.num_processes == 1 else float(
+        gather(acc, np.array([float(loss.detach())])).sum())
+    skipped = _nonfinite("loss", worst, state)
+    grad_norm = float("nan")
+    if skipped:
+        advance_schedule(state.scheduler)
+        return Update(grad_norm, 1.0)
+    (d_scores,) = torch.autograd.grad(loss, scores, allow_unused=True)
+    if d_scores is None:  # the loss does not depend on the scores
+        d_scores = torch.zeros_like(scores)
+    rows = list(rows)
+    for lo in range(0, len(rows), chunk):
+        now = rescore(rows[lo : lo + chunk])
+        state.sharding.backward((now * d_scores[lo : lo + chunk].to(device=now.device, dtype=now.dtype)).sum())
+    grad_norm = state.sharding.clip_and_step(state.model, state.optimizer, state.scheduler, state.rl.max_grad_norm)
+    skipped = _nonfinite("gradient norm", float(grad_norm), state)
+    return Update(grad_norm, float(skipped))
+
+
 def combined(updates: list[Update]) -> Update:
     """The updates of one step as one row's numbers: the mean gradient norm of those that ran
     (NaN when none did) and the fraction skipped."""
@@ -223,20 +262,24 @@ def step_metrics(weights: LossWeights, loss: torch.Tensor, logp: torch.Tensor, k
 
 
 def clipped_passes(n: int, rl, seed: int, state: TrainingState,
-                   minibatch_surrogate: Callable[[np.ndarray, bool], tuple[torch.Tensor, Any]]
+                   minibatch_surrogate: Callable[[np.ndarray, bool], tuple[torch.Tensor, Any]],
+                   apply: Callable[[torch.Tensor, TrainingState], Update] | None = None,
                    ) -> tuple[Update, dict[str, float], torch.Tensor]:
     """``rl.update_epochs`` passes of ``rl.minibatches`` optimizer steps over a batch of ``n``
     samples (:func:`minibatches`). ``minibatch_surrogate(rows, first)`` gives one minibatch's loss
     and its :class:`~rltf.rl.objectives.Surrogate` (``first``: no update has run yet, so log π_c is
     still the batch's own). Returns the updates as one (:func:`combined`), the clip fraction and
-    approximate KL of every pass (``train/epoch<n>/...``) and the last minibatch's loss."""
+    approximate KL of every pass (``train/epoch<n>/...``) and the last minibatch's loss. ``apply(loss,
+    state)`` runs each minibatch's update (None: :func:`update`; a flow re-scoring in chunks passes
+    one that calls :func:`update_in_chunks`)."""
+    apply = update if apply is None else apply
     done: list[Update] = []
     passes: dict[str, float] = {}
     for epoch in range(rl.update_epochs):
         clip_fractions, kls = [], []
         for rows in minibatches(n, rl.minibatches, seed, state.step, epoch):
             loss, surrogate = minibatch_surrogate(rows, not done)
-            done.append(update(loss, state))
+            done.append(apply(loss, state))
             clip_fractions.append(surrogate.clip_fraction)
             kls.append(surrogate.approx_kl)
         passes[f"train/epoch{epoch + 1}/clip_fraction"] = float(np.mean(clip_fractions))

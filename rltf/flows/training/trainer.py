@@ -27,6 +27,12 @@ One step, top to bottom (:meth:`FlowRLTFTrainer.train_step`), the same as
    decision's (``rltf.ratio``: :func:`rltf.rl.objectives.decision_log_ratios`); the first minibatch
    reuses the values of 3, so its r is exactly 1.
 
+``flow.score_batch: N`` bounds the memory of 3 and 5 (every decision's activations held at once
+otherwise): log π_c of the decisions is computed without gradients, N decisions per forward, and
+the loss (a function of those values) is back-propagated N decisions at a time, each chunk re-scored
+with gradients (:func:`rltf.rl.steps.update_in_chunks`: the same gradient, one more forward per
+decision); the KL reference scores N at a time too.
+
 With ``flow.roles: lora`` every role decodes and is scored with its own LoRA adapter of one
 base model (:class:`rltf.flows.training.roles.RoleAdapters`); the loss sums over roles, so the adapters
 train together in one optimizer step. The optimizer, baseline, KL reference, loop, checkpoints and
@@ -45,7 +51,8 @@ from rltf.flows.backends.planner import PlannerBackend, rescore
 from rltf.flows.engine.batching import PassBatch
 from rltf.flows.training.trajectory import Trajectory, decision_weights, role_rewards, roll_out
 from rltf.rl.objectives import clipped_surrogate, decision_log_ratios
-from rltf.rl.steps import StepBatch, clipped_passes, draw_step, gather, loss_weights, step_metrics, update
+from rltf.rl.steps import (StepBatch, clipped_passes, draw_step, gather, loss_weights, step_metrics, update,
+                            update_in_chunks)
 from rltf.rl.training_state import TrainingState
 
 
@@ -64,6 +71,11 @@ class FlowRLTFTrainer:
                                       batch_size=cfg.flow.backend.batch_size)
         if self.roles is not None:
             self.backend = self.roles.backend(self.backend)
+        self.score_batch = cfg.flow.score_batch  # decisions per forward when re-scoring (None: all at once)
+        if self.score_batch is not None and self.state.sharding.kind != "replicated":
+            raise ValueError(f"flow.score_batch={self.score_batch} runs one backward per chunk of decisions, which "
+                             f"{self.state.sharding.kind} sharding cannot (its processes must make the same calls); "
+                             "set flow.score_batch=null")
         self.last_batch: StepBatch | None = None
         self.last_trajectories: list[Trajectory] = []
 
@@ -90,16 +102,21 @@ class FlowRLTFTrainer:
         decisions = [d for t in trajs for d in t.decisions]
         owner = torch.tensor([i for i, t in enumerate(trajs) for _ in t.decisions], dtype=torch.long)
 
-        # 3. log π_c of every decision, teacher-forced with gradients; a trajectory's is their sum
+        # 3. log π_c of every decision, teacher-forced with gradients (flow.score_batch: values, a leaf
+        #    the loss is built on; its backward re-scores in chunks); a trajectory's is their sum
+        chunked = self.score_batch is not None and bool(decisions)
         with acc.autocast():
-            logp_dec = self._scored(self.model, decisions) if decisions else torch.zeros(0, requires_grad=True)
+            if chunked:
+                logp_dec = self._values(self.model, decisions).requires_grad_(True)
+            else:
+                logp_dec = self._scored(self.model, decisions) if decisions else torch.zeros(0, requires_grad=True)
         owner = owner.to(logp_dec.device)
         logp_traj = torch.zeros(len(trajs), dtype=logp_dec.dtype, device=logp_dec.device).index_add(0, owner, logp_dec)
         logp_d = logp_traj.detach().float().cpu()
         kl = torch.zeros_like(logp_d)
         if state.reference is not None and decisions:
-            with state.reference() as ref_model, torch.no_grad():
-                ref_dec = self._scored(ref_model, decisions).float()
+            with state.reference() as ref_model:
+                ref_dec = self._values(ref_model, decisions).float()
             ref = torch.zeros(len(trajs), dtype=ref_dec.dtype, device=ref_dec.device).index_add(0, owner.to(ref_dec.device),
                                                                                           ref_dec)
             kl = logp_d - ref.cpu()
@@ -113,15 +130,25 @@ class FlowRLTFTrainer:
 
         # 5. update
         passes: dict[str, float] = {}
+        rescored = self._rescorer(decisions)  # (flow.score_batch) a chunk's log π_c again, with gradients
         if rl.update_epochs == 1 and rl.minibatches == 1:  # REINFORCE: one step on the batch
             loss = -(w * logp_dec).sum() / max(1, len(trajs))
-            applied = update(loss, state)
+            applied = (update_in_chunks(loss, logp_dec, range(len(decisions)), rescored, self.score_batch, state)
+                       if chunked else update(loss, state))
         else:  # several steps on the batch: the clipped ratio surrogate against log π_c,old
             old_dec = logp_dec.detach()
+            leaf: list = []  # (flow.score_batch) the minibatch's log π_c leaf and its decisions
 
             def minibatch_surrogate(chosen, first):
                 rows = torch.nonzero(torch.isin(owner, torch.as_tensor(chosen, device=owner.device))).flatten()
-                if first:  # no update yet: the values of 3
+                if chunked:  # values (first: those of 3), a leaf for update_in_chunks
+                    if first:
+                        now = old_dec[rows].clone().requires_grad_(True)
+                    else:
+                        with acc.autocast():
+                            now = self._values(self.model, [decisions[i] for i in rows.tolist()]).requires_grad_(True)
+                    leaf[:] = [now, rows.tolist()]
+                elif first:  # no update yet: the values of 3
                     now = logp_dec[rows]
                 else:  # re-scored with the weights as they are now
                     with acc.autocast():
@@ -130,7 +157,11 @@ class FlowRLTFTrainer:
                 surrogate = clipped_surrogate(log_ratio, w[rows], rl.clip_eps)
                 return -surrogate.objective.sum() / len(chosen), surrogate
 
-            applied, passes, loss = clipped_passes(len(trajs), rl, self.cfg.seed, state, minibatch_surrogate)
+            def chunked_update(loss, st):
+                return update_in_chunks(loss, leaf[0], leaf[1], rescored, self.score_batch, st)
+
+            applied, passes, loss = clipped_passes(len(trajs), rl, self.cfg.seed, state, minibatch_surrogate,
+                                                   chunked_update if chunked else None)
         state.step += 1  # the step is done, applied or skipped
         self.last_trajectories = trajs
         self.last_batch = StepBatch(ids, [t.plan_text for t in trajs], rewards, weights.shaped,
@@ -182,6 +213,22 @@ class FlowRLTFTrainer:
             return lp
         idx = torch.tensor([i for i, f in enumerate(forced) if not f], device=lp.device)
         return torch.zeros(len(decisions), dtype=lp.dtype, device=lp.device).index_put((idx,), lp)
+
+    def _values(self, model, decisions) -> torch.Tensor:
+        """log π_c of ``decisions`` under ``model`` without gradients, ``flow.score_batch`` per forward
+        (null: all in one)."""
+        size = self.score_batch or max(1, len(decisions))
+        with torch.no_grad():
+            parts = [self._scored(model, decisions[lo : lo + size]) for lo in range(0, len(decisions), size)]
+        return torch.cat(parts) if parts else torch.zeros(0, device=self.acc.device)
+
+    def _rescorer(self, decisions):
+        """``rows -> log π_c`` of those decisions under the trained model now, with gradients (the
+        chunks of :func:`rltf.rl.steps.update_in_chunks`)."""
+        def rescored(rows: list[int]) -> torch.Tensor:
+            with self.acc.autocast():
+                return self._scored(self.model, [decisions[i] for i in rows])
+        return rescored
 
     # ------------------------------------------------------------------------ loop, checkpoints
     def train(self) -> list[dict]:
