@@ -9,6 +9,9 @@ timed in the same run. Both paths start from the same weights and seeds and draw
 decisions (each pass samples from its own seeded streams; the benchmark checks it); times are
 CPU seconds of the whole process (pass threads included), since the cores may be shared, split
 into the pass code (agents, engine), backend calls and the rest (re-scoring, update, reward).
+Each timed part starts with no query's tables (:mod:`envs.travel.catalog_memo`): the passes of a
+query share its searches and route options within a step, and the batched path does not read
+the tables the one-at-a-time path filled.
 
     OMP_NUM_THREADS=1 python benchmarks/flow_step.py [--steps 3] [--warmup 1] [--queries 16] [--batch-size 16]
 
@@ -35,6 +38,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 import rltf.flows.engine.batching as batching  # noqa: E402
+from envs.travel import catalog_memo  # noqa: E402
 
 CPU: dict[str, float] = defaultdict(float)  # CPU seconds of the pass code and of the backend calls
 
@@ -97,6 +101,7 @@ def main() -> None:
         for _ in range(args.warmup):
             trainer.train_step()
         CPU.clear()
+        catalog_memo.clear()
         c0 = time.process_time()
         seen = []
         for _ in range(args.steps):
@@ -114,6 +119,7 @@ def main() -> None:
         backend = PlannerBackend(planner, batch_size=width)
         evaluate_method("mtp", held, ids[:1], backend, cfg.flow)  # warm-up
         CPU.clear()
+        catalog_memo.clear()
         c0 = time.process_time()
         _, records = evaluate_method("mtp", held, ids, backend, cfg.flow)
         eval_cpu[name] = time.process_time() - c0

@@ -7,20 +7,27 @@ person, self-driving per car of 5, taxis per car of 4, rooms per night x ceil(pe
 occupancy)) and what a prompt shows about it (price, cuisines, room type, house rules, minimum
 nights). The agent flows (``rltf.flows.agents``) look everything up here, never in the evaluator
 or the solver. The texts are plain ASCII: the embedded planner's tokenizer knows printable ASCII only.
+
+A :class:`Catalog` is one pass's view of its query; the views of one query may share a
+:class:`QueryTables` (:func:`envs.travel.catalog_memo.shared_catalog`): every search is run once
+per query and every :meth:`Catalog.derived` value (route options, cost bounds) computed once, while
+each view keeps its own copies and its own :meth:`Catalog.lookup` table, filled in the order the
+view itself would have searched (a derived value read from the tables replays the searches its
+computation made), so a view behaves exactly as a lone catalog does.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
 from envs.travel.query import TravelQuery
 from envs.travel.schema import SELF_DRIVING_PER_CAR, TAXI_PER_CAR
 from envs.travel.text import entity, flight_text, ground_text
 
-__all__ = ["SKIP", "Catalog", "Option", "money"]
+__all__ = ["SKIP", "Catalog", "Option", "QueryTables", "money"]
 
 
 @dataclass(frozen=True)
@@ -51,30 +58,68 @@ def money(x: float) -> str:
     return f"${int(x)}" if float(x).is_integer() else f"${x:.2f}"
 
 
-class Catalog:
-    """One query's view of the sandbox through its search tools (results cached per call)."""
+@dataclass
+class QueryTables:
+    """What the catalogs of one query share: each search's options (``results``, by search) and
+    each derived value with the searches its computation made, in order (``derived``, by key).
+    Both hold immutable values (tuples, frozen options): a view hands out copies."""
 
-    def __init__(self, env, query: int | str | TravelQuery):
+    results: dict[tuple, tuple[Option, ...]] = field(default_factory=dict)
+    derived: dict[Hashable, tuple[Any, tuple[tuple, ...]]] = field(default_factory=dict)
+
+
+class Catalog:
+    """One query's view of the sandbox through its search tools (results cached per call; with
+    ``tables``, shared with the query's other views: see the module docstring)."""
+
+    def __init__(self, env, query: int | str | TravelQuery, tables: QueryTables | None = None):
         self.env = env
         self.q: TravelQuery = env.get_query(query)
         self.tools = env.tools
         self.candidates = env.candidates(self.q)
+        self.tables = tables if tables is not None else QueryTables()
         self._cache: dict[tuple, list[Option]] = {}
         self.by_text: dict[str, Option] = {}
+        self._recording: list[dict[tuple, None]] = []  # the searches of the derived values being computed
 
     @property
     def people(self) -> int:
         return self.q.people_number
 
     def _cached(self, find: Callable[..., list[Option]], *args: Any) -> list[Option]:
-        """``find(*args)``'s options, searched once; each option's text known to :meth:`lookup`."""
+        """``find(*args)``'s options, searched once per query; each option's text known to :meth:`lookup`."""
         key = (find.__name__, *args)
+        for searches in self._recording:
+            searches.setdefault(key)
         if key not in self._cache:
-            options = find(*args)
-            self._cache[key] = options
+            shared = self.tables.results.get(key)
+            if shared is None:
+                shared = self.tables.results[key] = tuple(find(*args))
+            options = self._cache[key] = list(shared)
             for o in options:
                 self.by_text.setdefault(o.text, o)
         return self._cache[key]
+
+    def derived(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()``, a value of this query's search results alone (immutable: tuples, frozen
+        dataclasses, numbers; or a memo whose answers depend on the query alone), computed once per
+        :class:`QueryTables` under ``key`` (which names everything else it depends on). Read from
+        the tables, the searches its computation made are replayed on this view (its :meth:`lookup`
+        table ends as if it had computed it)."""
+        hit = self.tables.derived.get(key)
+        if hit is not None:
+            value, searches = hit
+            for name, *args in searches:
+                self._cached(getattr(self, name), *args)
+            return value
+        searches: dict[tuple, None] = {}
+        self._recording.append(searches)
+        try:
+            value = compute()
+        finally:
+            self._recording.pop()
+        self.tables.derived[key] = (value, tuple(searches))
+        return value
 
     def restaurants(self, city: str) -> list[Option]:
         return self._cached(self._restaurants, city)
@@ -90,38 +135,32 @@ class Catalog:
         return self._cached(self._transport, a, b, day)
 
     def _restaurants(self, city: str) -> list[Option]:
-        df = self.tools.restaurants(city)
         out = []
-        for name, cost, cuisines in zip(df["Name"].tolist(), df["Average Cost"].tolist(), df["Cuisines"].tolist()):
-            cu = tuple(c.strip() for c in str(cuisines).split(",") if c.strip())
-            out.append(Option("restaurant", entity(str(name), city), float(cost) * self.people,
-                              f"{money(float(cost))} per person, {', '.join(cu)}", city, cuisines=cu))
+        for r in self.tools.city_records("restaurants", city):
+            cu = tuple(c.strip() for c in r.cuisines.split(",") if c.strip())
+            out.append(Option("restaurant", entity(r.name, city), r.cost * self.people,
+                              f"{money(r.cost)} per person, {', '.join(cu)}", city, cuisines=cu))
         return out
 
     def _hotels(self, city: str) -> list[Option]:
-        df = self.tools.accommodations(city)
         out = []
-        for name, price, rtype, rules, nights, occ in zip(
-                df["NAME"].tolist(), df["price"].tolist(), df["room type"].tolist(), df["house_rules"].tolist(),
-                df["minimum nights"].tolist(), df["maximum occupancy"].tolist()):
-            per_night = float(price) * math.ceil(self.people / max(1, int(occ)))
-            note = (f"{money(float(price))} per night for {int(occ)}, {rtype}, {rules}, "
-                    f"minimum {int(float(nights))} nights")
-            out.append(Option("hotel", entity(str(name), city), per_night, note, city, room_type=str(rtype),
-                              house_rules=str(rules), min_nights=float(nights)))
+        for h in self.tools.city_records("accommodations", city):
+            per_night = h.price * math.ceil(self.people / max(1, h.max_occupancy))
+            note = (f"{money(h.price)} per night for {h.max_occupancy}, {h.room_type}, {h.house_rules}, "
+                    f"minimum {int(h.min_nights)} nights")
+            out.append(Option("hotel", entity(h.name, city), per_night, note, city, room_type=h.room_type,
+                              house_rules=h.house_rules, min_nights=h.min_nights))
         return out
 
     def _attractions(self, city: str) -> list[Option]:
-        df = self.tools.attractions(city)
-        return [Option("attraction", entity(str(n), city), 0.0, "", city) for n in df["Name"].tolist()]
+        return [Option("attraction", entity(a.name, city), 0.0, "", city)
+                for a in self.tools.city_records("attractions", city)]
 
     def _transport(self, a: str, b: str, day: int) -> list[Option]:
-        df = self.tools.flights(a, b, self.q.date[day - 1])
         out = []
-        for no, price, dep, arr in zip(df["Flight Number"].tolist(), df["Price"].tolist(), df["DepTime"].tolist(),
-                                       df["ArrTime"].tolist()):
-            out.append(Option("flight", flight_text(str(no), a, b, str(dep), str(arr)), float(price) * self.people,
-                              f"{money(float(price))} per person", b, mode="Flight"))
+        for f in self.tools.flight_records(a, b, self.q.date[day - 1]):
+            out.append(Option("flight", flight_text(f.number, a, b, f.dep_time, f.arr_time), f.price * self.people,
+                              f"{money(f.price)} per person", b, mode="Flight"))
         for mode, per_car, label in (("self-driving", SELF_DRIVING_PER_CAR, "Self-driving"),
                                      ("taxi", TAXI_PER_CAR, "Taxi")):
             r = self.tools.distance(a, b, mode)

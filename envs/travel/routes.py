@@ -80,11 +80,16 @@ def _fits(cat: Catalog, route: Route) -> bool:
 
 def schedules(cat: Catalog, cities: Sequence[str]) -> list[Route]:
     """The routes through ``cities`` (in this order) the sandbox allows: moves on day 1, on
-    distinct days in between and on the last day."""
+    distinct days in between and on the last day (computed once per query: :meth:`Catalog.derived`)."""
+    cities = tuple(cities)
+    return list(cat.derived(("routes.schedules", cities), lambda: tuple(_schedules(cat, cities))))
+
+
+def _schedules(cat: Catalog, cities: tuple[str, ...]) -> list[Route]:
     q, k = cat.q, len(cities)
     out = []
     for inner in itertools.combinations(range(2, q.days), k - 1):
-        r = Route(q.org, tuple(cities), (1, *inner, q.days), q.days)
+        r = Route(q.org, cities, (1, *inner, q.days), q.days)
         if _fits(cat, r):
             out.append(r)
     return out
@@ -94,13 +99,18 @@ def city_orders(cat: Catalog) -> list[tuple[str, ...]]:
     """The ordered city choices of the query (``visiting_city_number`` distinct cities of its
     destination) with at least one route the sandbox allows."""
     c, q = cat.candidates, cat.q
-    return [cities for cities in itertools.permutations(c.route_cities, q.visiting_city_number)
-            if schedules(cat, cities)]
+    return list(cat.derived("routes.city_orders", lambda: tuple(
+        cities for cities in itertools.permutations(c.route_cities, q.visiting_city_number)
+        if schedules(cat, cities))))
 
 
 def families(cat: Catalog, route: Route) -> list[str]:
     """The transport families (:data:`~envs.travel.local_checks.FAMILIES`) the query's
     transportation rule allows and every leg of ``route`` can use."""
+    return list(cat.derived(("routes.families", route), lambda: tuple(_families(cat, route))))
+
+
+def _families(cat: Catalog, route: Route) -> list[str]:
     out = []
     for name in FAMILIES:
         ok = all(any(not transport_problems(o, cat.q, name) for o in cat.transport(a, b, d))

@@ -14,7 +14,7 @@ import re
 
 import pandas as pd
 
-from envs.travel.index import SandboxIndex
+from envs.travel.index import Attraction, Flight, Hotel, Restaurant, SandboxIndex
 from envs.travel.schema import COLUMNS
 from envs.travel.text import before_paren
 
@@ -32,6 +32,8 @@ class TravelTools:
             "restaurants": {c: g for c, g in db.restaurants.groupby("City", sort=False)},
             "attractions": {c: g for c, g in db.attractions.groupby("City", sort=False)},
         }
+        columns = {"accommodations": "city", "restaurants": "City", "attractions": "City"}
+        self._city_rows = {t: getattr(db, t).groupby(c, sort=False).indices for t, c in columns.items()}
         self._flight_rows: dict[tuple[str, str, str], list[int]] = {}
         f = db.flights
         for i, key in enumerate(zip(f["OriginCityName"].tolist(), f["DestCityName"].tolist(), f["FlightDate"].tolist())):
@@ -47,6 +49,19 @@ class TravelTools:
         if not rows:
             return pd.DataFrame(columns=COLUMNS["flights"])
         return self.index.db.flights.iloc[rows].reset_index(drop=True)
+
+    def flight_records(self, origin: str, dest: str, date: str) -> list[Flight]:
+        """The rows :meth:`flights` returns, as the index's records (same rows, same order; no DataFrame)."""
+        key = (before_paren(origin).strip(), before_paren(dest).strip(), date.strip())
+        flights = self.index.flights
+        return [flights[i] for i in self._flight_rows.get(key, ())]
+
+    def city_records(self, table: str, city: str) -> list[Hotel] | list[Restaurant] | list[Attraction]:
+        """The rows :meth:`accommodations` / :meth:`restaurants` / :meth:`attractions` (``table``)
+        return for ``city``, as the index's records (same rows, same order; no DataFrame)."""
+        items = {"accommodations": self.index.hotels, "restaurants": self.index.restaurants,
+                 "attractions": self.index.attractions}[table].items
+        return [items[i] for i in self._city_rows[table].get(before_paren(city).strip(), ())]
 
     def accommodations(self, city: str) -> pd.DataFrame:
         return self._city_table("accommodations", city)

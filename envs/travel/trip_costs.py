@@ -60,26 +60,26 @@ def plan_cost(cat: Catalog, plan: Plan) -> float:
 
 
 class TripCosts:
-    """One query's cheapest trips (the solver's tables are built on first use, each bound once)."""
+    """One query's cheapest trips (the solver's tables are built on first use, each bound once;
+    both shared by the catalogs of the query, :meth:`Catalog.derived
+    <envs.travel.catalog.Catalog.derived>`). ``env`` is the catalog's."""
 
     def __init__(self, env, cat: Catalog):
+        if env is not cat.env:
+            raise ValueError(f"TripCosts: env {env!r} is not the catalog's env {cat.env!r}; expected the same env")
         self.env = env
         self.cat = cat
-        self._route_costs: RouteCosts | None = None
-        self._order_bounds: dict[tuple[str, ...], float] = {}
 
     def route(self, route: Route) -> float:
         """The cheapest trip along ``route`` (``inf``: none the sandbox allows)."""
-        if self._route_costs is None:
-            self._route_costs = RouteCosts(self.env.index, self.cat.q)
-        return self._route_costs.lower_bound(tuple(route.cities), tuple(route.moves))
+        costs = self.cat.derived("trip_costs.route_costs", lambda: RouteCosts(self.env.index, self.cat.q))
+        return costs.lower_bound(tuple(route.cities), tuple(route.moves))
 
     def city_order(self, cities: tuple[str, ...]) -> float:
         """The cheapest trip through a city order: its cheapest schedule's."""
-        if cities not in self._order_bounds:
-            self._order_bounds[cities] = min((self.route(r) for r in schedules(self.cat, cities)),
-                                             default=float("inf"))
-        return self._order_bounds[cities]
+        cities = tuple(cities)
+        return self.cat.derived(("trip_costs.city_order", cities), lambda: min(
+            (self.route(r) for r in schedules(self.cat, cities)), default=float("inf")))
 
     def family_transport(self, route: Route, family: str) -> float:
         """The cheapest transport of every leg of ``route`` within the transport ``family`` and the

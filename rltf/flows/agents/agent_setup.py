@@ -1,6 +1,7 @@
 """What every agent flow on the travel sandbox (MTP, OKR-Agent, ReAct) starts from and ends with.
 
-:class:`AgentSetup` is the query's catalog, the backend, the engine config and whether nodes get
+:class:`AgentSetup` is the query's catalog (this pass's view on the query's shared tables:
+:func:`envs.travel.catalog_memo.shared_catalog`), the backend, the engine config and whether nodes get
 a role system message -- each agent holds one (composition, no base class); :func:`delivered`
 reads a program pass's plan and why it delivered none.
 """
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envs.travel.catalog import Catalog
+from envs.travel.catalog_memo import shared_catalog
 from envs.travel.query import TravelQuery
 from rltf.flows.agents.travel_nodes import constraints_text
 from rltf.flows.backends.base import Message
@@ -34,7 +36,7 @@ class AgentSetup:
     @classmethod
     def create(cls, env, query, backend, config: FlowConfig | None = None,
                system_prompts: bool = False) -> AgentSetup:
-        cat = Catalog(env, query)
+        cat = shared_catalog(env, query)  # this pass's view; the searches and route options are the query's
         return cls(env, cat, cat.q, backend, config or FlowConfig(), system_prompts)
 
     def head(self) -> str:

@@ -138,14 +138,26 @@ class MetaTaskPlanning:
         return flow
 
     def _orders(self) -> dict[str, tuple[str, ...]]:
-        orders = {route_text(c): c for c in city_orders(self.cat)}
-        return self._cheapest_first(orders, self.costs.city_order)
+        """The manager's city orders (computed once per query and ranking: :meth:`Catalog.derived`)."""
+        def compute() -> tuple:
+            orders = {route_text(c): c for c in city_orders(self.cat)}
+            return tuple(self._cheapest_first(orders, self.costs.city_order).items())
+        return dict(self.cat.derived(("mtp.orders", *self._ranking()), compute))
 
     def _schedules(self) -> dict[str, Route]:
         if self._schedule_options is None or self._schedule_options[0] != self.cities:
-            self._schedule_options = (self.cities, self._cheapest_first(
-                {schedule_text(r): r for r in schedules(self.cat, self.cities)}, self.costs.route))
+            cities = self.cities
+
+            def compute() -> tuple:
+                routes = {schedule_text(r): r for r in schedules(self.cat, cities)}
+                return tuple(self._cheapest_first(routes, self.costs.route).items())
+            self._schedule_options = (cities, dict(self.cat.derived(("mtp.schedules", cities, *self._ranking()),
+                                                                    compute)))
         return self._schedule_options[1]
+
+    def _ranking(self) -> tuple[bool, int]:
+        """What :meth:`_cheapest_first` depends on beside the query."""
+        return bool(self.settings.cost_hints), int(self.settings.manager_options or 0)
 
     def _cheapest_first(self, options: dict[str, Any], cost) -> dict[str, Any]:
         """With cost hints and ``manager_options``: the options by their cheapest trip, the first N."""
