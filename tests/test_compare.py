@@ -157,6 +157,59 @@ def test_aggregate_over_seeds_from_run_folders(tmp_path):
     assert f"| RL | {rl['mean']:.4f} ± {rl['std']:.4f} | — |" in md and "| baseline | 0.1000 | — |" in md
 
 
+def test_the_curves_are_also_drawn_against_each_runs_cpu_seconds(tmp_path):
+    from matplotlib.image import imread
+
+    from rltf.comparison.plots import cpu_axis, cpu_clock, main as redraw, summary_clocks
+
+    # a run's CPU time spread over its steps by their durations (plans / plans_per_s), else evenly
+    timed = [{"step": s, "train/reward": 0.1 * s, "train/plans_per_s": r} for s, r in zip((1, 2, 3, 4), (8, 4, 8, 8))]
+    clock = cpu_clock(timed, 50.0)
+    assert clock["steps"] == [1, 2, 3, 4] and clock["spread"] == "step durations"
+    assert clock["cpu_s"] == pytest.approx([10.0, 30.0, 40.0, 50.0])
+    untimed = [{k: v for k, v in h.items() if k != "train/plans_per_s"} for h in timed]
+    assert cpu_clock(untimed, 50.0)["cpu_s"] == pytest.approx([12.5, 25.0, 37.5, 50.0])
+    assert cpu_clock(untimed, None) is None and cpu_clock([], 50.0) is None
+    # a curve's points: the mean over its seeds of their clocks at its steps (step 0: 0 s)
+    curve = {"steps": [0, 2, 4], "seeds": {"0": {}, "1": {}}}
+    other = cpu_clock(untimed, 30.0)
+    assert cpu_axis(curve, {"0": clock, "1": other}) == pytest.approx([0.0, (30.0 + 15.0) / 2, (50.0 + 30.0) / 2])
+    assert cpu_axis(curve, {"0": clock}) is None  # a seed without a CPU time: no time axis
+
+    # the report records each run's clock and draws a second row of panels against it
+    for seed, cpu in ((0, 40.0), (1, 80.0)):
+        hist = [{"step": s, "train/reward": 0.4 + 0.01 * s, "train/plans_per_s": 8.0,
+                 **({"eval/validation/score": 0.5 + 0.02 * s} if s % 5 == 0 else {})} for s in range(1, 21)]
+        _write_run(tmp_path / "rl" / f"seed{seed}", {"finetuned": {t.id: 0.5 for t in TASKS},
+                                                     "rltf": {t.id: 0.6 for t in TASKS}}, hist)
+        (tmp_path / "rl" / f"seed{seed}.run.json").write_text(json.dumps({"args": [], "wall_s": cpu, "cpu_s": cpu}))
+    _write_run(tmp_path / "base" / "seed0", {"zero": {t.id: 0.1 for t in TASKS}})
+    summary = write_report(SUITE, tmp_path, log=lambda _: None)
+    clocks = {r["seed"]: r["clock"] for r in summary["runs"]["rl"]}
+    assert clocks[1]["cpu_s"][9] == pytest.approx(40.0) and clocks[0]["cpu_s"][-1] == pytest.approx(40.0)
+    assert clocks[0]["spread"] == "step durations"
+    assert cpu_axis(summary["curves"]["rl"]["score"], summary_clocks(summary)["rl"]) == \
+        pytest.approx([15.0, 30.0, 45.0, 60.0])
+    assert imread(tmp_path / "compare.png").shape[0] == 2 * 540  # two rows of 4.5 in at 120 dpi
+
+    # redrawn from compare.json alone (no run folders); one written before the clocks spreads evenly
+    old = json.loads((tmp_path / "compare.json").read_text())
+    for runs in old["runs"].values():
+        for r in runs:
+            r.pop("clock")
+    assert summary_clocks(old)["rl"]["1"]["cpu_s"][9] == pytest.approx(40.0)
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert redraw([str(tmp_path / "old.json"), str(tmp_path / "old.png")]) == tmp_path / "old.png"
+    assert imread(tmp_path / "old.png").shape[0] == 2 * 540
+    # without CPU times: the panels against plans sampled only
+    for runs in old["runs"].values():
+        for r in runs:
+            r["cpu_s"] = None
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    redraw([str(tmp_path / "old.json"), str(tmp_path / "one_row.png")])
+    assert imread(tmp_path / "one_row.png").shape[0] == 540
+
+
 # ------------------------------------------------------------------------------ running
 FAKE_ENTRY_POINT = textwrap.dedent("""
     import json, sys

@@ -1,4 +1,5 @@
-"""A comparison's report: ``compare.md`` (the table), ``compare.png`` (the curves), ``compare.json``.
+"""A comparison's report: ``compare.md`` (the table), ``compare.png`` (the curves:
+:mod:`rltf.comparison.plots`, against plans sampled and CPU seconds), ``compare.json``.
 
 :func:`write_report` reads every finished run back (:mod:`rltf.comparison.results`), aggregates
 (:mod:`rltf.comparison.aggregate`) and writes the three files into the comparison folder.
@@ -12,9 +13,8 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from rltf.comparison.aggregate import aggregate
+from rltf.comparison.plots import cpu_clock, plot_comparison
 from rltf.comparison.results import read_runs
 from rltf.comparison.runs import RunRecord, print_flushed
 from rltf.comparison.suites import Suite
@@ -69,65 +69,15 @@ def comparison_markdown(summary: dict, records: Sequence[RunRecord] = ()) -> str
     return "\n".join(lines) + "\n"
 
 
-def rolling_mean(values: Sequence[float], fraction: float = 0.1) -> np.ndarray:
-    """The centred mean over a window of ``fraction`` of the points (shorter at the ends): unlike an
-    EMA started at the first value, the first points do not carry one noisy batch's weight."""
-    v = np.asarray(values, dtype=np.float64)
-    half = max(1, int(len(v) * fraction)) // 2
-    return np.array([v[max(0, i - half): i + half + 1].mean() for i in range(len(v))])
-
-
-def plot_comparison(summary: dict, labels: dict[str, str], path: Path) -> Path | None:
-    """``compare.png``: the periodic held-out score (left) and the train reward (right) against the
-    number of plans sampled, mean over seeds with a ±std band, one line per trained arm."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    curves = {a: c for a, c in summary["curves"].items() if c.get("score") or c.get("reward")}
-    if not curves:
-        return None
-    # the held-out panel only when some arm evaluated periodically (the flow arms do not)
-    keys = [k for k in ("score", "reward") if any(c.get(k) for c in curves.values())]
-    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
-    axes = dict(zip(keys, axes[0]))
-    for i, (arm, c) in enumerate(curves.items()):
-        color, style = f"C{i}", ("-", "--", "-.", ":")[i % 4]  # styles: arms whose curves overlap stay visible
-        for key, ax in axes.items():
-            cur = c.get(key)
-            if not cur:
-                continue
-            x, m, s = np.array(cur["plans"]), np.array(cur["mean"]), np.array(cur["std"])
-            if key == "reward" and len(m) > 1:  # batch rewards are noisy: a centred rolling mean
-                ax.plot(x, m, color=color, alpha=0.2)
-                m, s = rolling_mean(m), rolling_mean(s)
-            ax.plot(x, m, ("o" if key == "score" else "") + style, color=color, ms=3,
-                    label=f"{labels.get(arm, arm)} (n={len(cur['seeds'])})")
-            ax.fill_between(x, m - s, m + s, color=color, alpha=0.12)
-    if "score" in axes:
-        axes["score"].set_title("held-out (validation) score vs plans sampled")
-        axes["score"].set_ylabel("score (constrained beam search)")
-    if "reward" in axes:
-        axes["reward"].set_title("train reward vs plans sampled (rolling mean over 10% of steps)")
-        axes["reward"].set_ylabel("train reward (seed mean)")
-    for ax in axes.values():
-        ax.set_xlabel("plans sampled")
-        ax.grid(alpha=0.3)
-        ax.legend(loc="lower right")
-    fig.suptitle(f"{summary['suite']}: mean ± std over seeds")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
 def write_report(suite: Suite, root: Path, records: Sequence[RunRecord] = (), seeds: Sequence[int] | None = None,
                  log: Callable[[str], None] = print_flushed) -> dict:
     """Read every finished run under ``root``, aggregate, write ``compare.md`` / ``compare.json`` /
     ``compare.png`` there; prints the table. Returns the summary."""
-    summary = aggregate(suite, read_runs(suite, root, seeds), seeds)
+    runs = read_runs(suite, root, seeds)
+    summary = aggregate(suite, runs, seeds)
+    for arm in suite.arms:  # each run's CPU seconds at the end of each step: the plot's time axis
+        for entry, run in zip(summary["runs"].get(arm.name, []), runs.get(arm.name, [])):
+            entry["clock"] = cpu_clock(run.history, run.cpu_s, arm.reward_key)
     summary["failed"] = [dataclasses.asdict(r) for r in records if r.status == "failed"]
     root.mkdir(parents=True, exist_ok=True)
     md = comparison_markdown(summary, records)
