@@ -143,16 +143,22 @@ class Update(NamedTuple):
     #                 1.0 / 0.0; several updates (:func:`combined`): the fraction skipped
 
 
+def _nonfinite_loss(loss: torch.Tensor, state: TrainingState) -> bool:
+    """Whether the update is skipped for a non-finite loss on any process (they all agree: decided on
+    the sum of every process's loss; :func:`_nonfinite` stops the run instead where configured)."""
+    acc = state.acc
+    worst = float(loss.detach()) if acc.num_processes == 1 else float(
+        gather(acc, np.array([float(loss.detach())])).sum())
+    return _nonfinite("loss", worst, state)
+
+
 def update(loss: torch.Tensor, state: TrainingState) -> Update:
     """Backward, average gradients over processes, clip, step (:class:`rltf.run.distributed.Sharding`:
     replicated parameters are averaged explicitly; FSDP reduce-scatters them itself). A non-finite
     loss or gradient norm stops the run with the step named, or skips the update (decided on every
     process's loss: the processes must agree on whether to run the backward). The caller counts the
     step as done (``state.step += 1``) after its last update, applied or skipped."""
-    acc = state.acc
-    worst = float(loss.detach()) if acc.num_processes == 1 else float(
-        gather(acc, np.array([float(loss.detach())])).sum())
-    skipped = _nonfinite("loss", worst, state)
+    skipped = _nonfinite_loss(loss, state)
     grad_norm = float("nan")
     if skipped:
         advance_schedule(state.scheduler)  # the schedule stays aligned with the step count
@@ -182,10 +188,7 @@ def update_in_chunks(loss: torch.Tensor, scores: torch.Tensor, rows: Sequence[in
     if state.sharding.kind != "replicated":
         raise ValueError(f"chunked backward with {state.sharding.kind} sharding: its processes must make the same "
                          "backward calls; expected replicated processes")
-    acc = state.acc
-    worst = float(loss.detach()) if acc.num_processes == 1 else float(
-        gather(acc, np.array([float(loss.detach())])).sum())
-    skipped = _nonfinite("loss", worst, state)
+    skipped = _nonfinite_loss(loss, state)
     grad_norm = float("nan")
     if skipped:
         advance_schedule(state.scheduler)
