@@ -87,7 +87,8 @@ def describe_flow_job(cfg: RunConfig) -> str:
     lines = [describe_flows(cfg, flow),
              f"warm start  {'the solver answers every choice of ' + method + ' on ' + (f'{flow.warm_start_queries} (evenly spaced) of the' if flow.warm_start_queries else 'the') + ' train queries; SFT ' + str(sft.epochs) + ' epoch(s), lr ' + format(sft.lr, 'g') if sft.enabled else 'none (sft.enabled=false)'}",
              f"rltf        {rl.steps} steps x {rl.tasks_per_batch} queries x {rl.k_samples} sampled passes (T={rl.temperature:g}), "
-             f"lr {rl.lr:g}, baseline {rl.baseline}, credit {flow.credit}, roles {flow.roles}",
+             f"lr {rl.lr:g}, baseline {rl.baseline}, credit {flow.credit}, roles {flow.roles}, re-scoring "
+             + ("every decision in one forward" if flow.score_batch is None else f"{flow.score_batch} decisions per forward"),
              "held-out    the flow with greedy decisions: finetuned, rltf" + (", solver" if flow.oracle else "")]
     return "\n".join(lines)
 
