@@ -209,6 +209,12 @@ class FlowSettings:
     computed without gradients, N at a time, then the loss's backward runs N decisions at a time,
     gradients accumulated (exact: the loss reaches the weights only through the decisions' log π_c;
     costs one more forward per decision). Replicated processes only (not FSDP / DeepSpeed)."""
+    validation_queries: Optional[int] = 8
+    """Training: with rltf.eval_every > 0, the planner's flow (methods[0], greedy decisions) runs on N
+    queries of the validation split (evenly spaced, days kept; never the held-out splits' queries)
+    at step 0 and every eval_every steps; its final pass (ties: the mean reward) is the validation
+    score rltf.select: best_validation picks by. null: every validation query (72 on the synthetic
+    sandbox; a query costs about one sampled pass of a step: ~0.25 CPU s with the embedded planner)."""
 
     def validate(self, section: str = "flow") -> None:
         for message in bound_errors(self, f"{section}."):
@@ -225,6 +231,9 @@ class FlowSettings:
             raise FlowSettingsError(f"bad value for '{section}.limit': {self.limit!r}; expected null or >= 1")
         if self.warm_start_queries is not None and self.warm_start_queries < 1:
             raise FlowSettingsError(f"bad value for '{section}.warm_start_queries': {self.warm_start_queries!r}; "
+                                    "expected null or >= 1")
+        if self.validation_queries is not None and self.validation_queries < 1:
+            raise FlowSettingsError(f"bad value for '{section}.validation_queries': {self.validation_queries!r}; "
                                     "expected null or >= 1")
         if self.score_batch is not None and self.score_batch < 1:
             raise FlowSettingsError(f"bad value for '{section}.score_batch': {self.score_batch!r}; expected null or >= 1")

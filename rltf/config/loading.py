@@ -385,7 +385,8 @@ def save_config(cfg: RunConfig, path: str | os.PathLike) -> Path:
 # train/grpo.py only, which does not resume (and runs saved before the section existed lack it)
 RESUME_SAFE_KEYS = ("logging.", "eval.", "grpo.", "flow.splits", "flow.limit", "flow.select", "flow.days",
                     "flow.trace_queries", "flow.oracle", "flow.backend.torch_threads", "flow.backend.batch_size",
-                    "flow.score_batch", "resume", "overwrite", "dry_run", "output_dir", "run_name",
+                    "flow.score_batch", "flow.validation_queries", "resume", "overwrite", "dry_run", "output_dir",
+                    "run_name",
                     "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "rltf.select", "planner.embedded.dir",
                     "env.data_dir", "env.cache_mib")
 

@@ -183,8 +183,11 @@ class RltfSettings:
     max_grad_norm: float = num(1.0, ge=0)
     """Clip the global gradient norm to this before each update (0: no clipping)."""
     eval_every: int = num(50, ge=0)
-    """Score the planner on the validation split every N steps (constrained beam search, logged as
-    eval/validation/score); 0: only the final held-out evaluation."""
+    """Score the planner on the validation split every N steps and once at step 0, logged as
+    eval/validation/score: the overall score of its constrained beam search, or on an agent flow
+    (flow.enabled) the final pass of the flow with greedy decisions on flow.validation_queries
+    queries (eval/validation/reward, its mean reward, breaks ties); 0: only the final held-out
+    evaluation."""
     checkpoint_every: int = num(50, ge=0)
     """Write an RLTF checkpoint (weights, optimizer, baseline, step: the point resume=true continues
     from) every N steps; 0: only at the end."""

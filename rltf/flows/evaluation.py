@@ -19,7 +19,7 @@ from rltf.flows.agents.dispatch import build_backend, run_method
 from rltf.flows.backends.base import BackendError
 
 __all__ = ["COLUMNS", "BackendHealth", "BackendUnreachableError", "backend_calls", "evaluate_flows", "evaluate_method",
-           "held_out_ids", "select_queries", "solver_row", "table_markdown"]
+           "held_out_ids", "select_queries", "solver_row", "table_markdown", "validation_ids"]
 
 COLUMNS = ("delivery", "commonsense micro", "commonsense macro", "hard micro", "hard macro", "final pass", "reward",
            "tokens/query", "seconds/query", "nodes/query", "decisions/query")
@@ -232,6 +232,14 @@ def held_out_ids(cfg: RunConfig, flow: FlowSettings, env) -> list[int]:
     if not ids:
         raise ConfigError(f"no held-out query in {flow.splits} with days {flow.days or cfg.env.travel.days}")
     return ids
+
+
+def validation_ids(cfg: RunConfig, flow: FlowSettings, env) -> list[int]:
+    """The queries a trained flow is validated on during RLTF: ``flow.validation_queries`` of the
+    persisted split's validation part (evenly spaced; ``flow.days`` kept), none of the held-out
+    test queries the final table scores."""
+    return held_out_ids(cfg, dataclasses.replace(flow, splits=["validation"], limit=flow.validation_queries,
+                                                 select="spread"), env)
 
 
 def select_queries(ids: Sequence[int], limit: int | None, select: str = "spread") -> list[int]:

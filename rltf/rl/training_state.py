@@ -10,6 +10,7 @@ continues exactly as the uninterrupted run would have.
 Selection (``rltf.select``): the periodic validation score (``validate`` every ``rltf.eval_every``
 steps, and once at step 0, before the first step: the planner RLTF starts from) decides which
 planner the run hands on. Under ``best_validation`` the step with the best score (ties: the
+better :data:`VALIDATION_TIEBREAK` where the rows hold one, the flows' mean reward; then the
 earliest) is checkpointed when it is reached (``checkpoint-0`` for the starting planner), rotation
 never deletes that checkpoint, a resumed run keeps it, and after the last step its weights are
 loaded back into the planner (:attr:`TrainingState.selection` says which step). Under ``last``, or
@@ -35,6 +36,7 @@ from rltf.run.distributed import Sharding
 from rltf.run.tracking import progress_bar
 
 VALIDATION_SCORE = "eval/validation/score"  # the key of the periodic validation score in a step's row
+VALIDATION_TIEBREAK = "eval/validation/reward"  # optional: breaks ties of the score (a flow's mean reward)
 
 
 @dataclass(frozen=True)
@@ -133,13 +135,18 @@ class TrainingState:
 
     def _new_best(self, row: dict) -> bool:
         """Under ``best_validation``: True (and :attr:`best` updated) when ``row``'s validation score
-        beats every earlier one (a tie keeps the earlier step)."""
+        beats every earlier one, or ties the best and beats its :data:`VALIDATION_TIEBREAK` (a full
+        tie keeps the earlier step)."""
         score = row.get(VALIDATION_SCORE)
         if self.rl.select != "best_validation" or score is None or not math.isfinite(score):
             return False
-        if self.best is not None and score <= self.best["score"]:
+        tiebreak = _finite_or_lowest(row.get(VALIDATION_TIEBREAK))
+        if self.best is not None and (score, tiebreak) <= (self.best["score"],
+                                                           _finite_or_lowest(self.best.get("tiebreak"))):
             return False
         self.best = {"step": self.step, "score": float(score)}
+        if tiebreak != -math.inf:
+            self.best["tiebreak"] = tiebreak
         return True
 
     def _select(self, validates: bool, load_weights: Callable[[Path], None]) -> Selection:
@@ -205,3 +212,8 @@ class TrainingState:
         self.initial_validation = state.get("initial_validation")  # (checkpoints written before rltf.select
         self.best = state.get("best")                                # have neither)
         return True
+
+
+def _finite_or_lowest(value) -> float:
+    """``value`` as a float, or -inf when it is missing or not finite (it breaks no tie)."""
+    return float(value) if value is not None and math.isfinite(value) else -math.inf

@@ -10,17 +10,23 @@ The stages, each a function (the envs, planner, SFT handoff and tracker are :mod
   answering each choice (:mod:`rltf.flows.training.teacher`); the planner is fine-tuned on those
   decisions under their choice grammars (``sft:`` epochs, lr, batch size), saved to ``<run>/sft``;
 * :func:`train_flow` -- :class:`rltf.flows.training.trainer.FlowRLTFTrainer` (``rltf:`` hyperparameters,
-  ``flow.credit``, ``flow.roles``), checkpointed and resumable like the flat trainer; it has no
-  periodic validation, so ``rltf.select: best_validation`` hands on the last planner (and says so);
+  ``flow.credit``, ``flow.roles``), checkpointed and resumable like the flat trainer; with
+  ``rltf.eval_every > 0`` the flow with greedy decisions is validated (:func:`flow_validation`:
+  ``flow.validation_queries`` queries of the validation split; final pass, ties broken by the mean
+  reward) at step 0 and every ``eval_every`` steps, and ``rltf.select: best_validation`` hands on
+  the best step's planner (and says which);
 * :func:`evaluate_flow` -- the flow with greedy decisions on the held-out queries (``flow.splits``,
   ``flow.limit``), scored by the evaluator; the solver's row beside it;
-* :func:`report` -- ``flow_results.md`` / ``.json``, ``rltf_history.json``, ``rewards.png`` and
+* :func:`report` -- ``flow_results.md`` / ``.json``, ``rltf_history.json``, ``rewards.png`` (the train
+  reward, and the validation curve from step 0 with the selected step marked) and
   ``role_rewards.png`` (the reward credited to each role's decisions per step) in the run
-  folder; last line ``held-out final pass: finetuned=<x> rltf=<x> solver=<x>``.
+  folder, the rltf row named after the selected step (``rltf (best validation, step 20)``); last
+  line ``held-out final pass: finetuned=<x> rltf=<x> solver=<x>``.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -32,12 +38,14 @@ from rltf.config.loading import ConfigError, RunConfig, config_to_yaml
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend
 from rltf.flows.evaluation import (COLUMNS, evaluate_method, held_out_ids, select_queries, solver_row,
-                                  table_markdown)
+                                  table_markdown, validation_ids)
 from rltf.flows.training.teacher import DemonstrationGrammars, collect_demonstrations, plain_describe
 from rltf.rl.sft import supervised_finetune
+from rltf.rl.training_state import VALIDATION_SCORE, VALIDATION_TIEBREAK
 from rltf.run.tracking import Tracker, plot_rewards, write_json
 
-__all__ = ["check_flow_job", "describe_flow_job", "evaluate_flow", "report", "run_flow_job", "train_flow", "warm_start"]
+__all__ = ["check_flow_job", "describe_flow_job", "evaluate_flow", "flow_validation", "report", "run_flow_job",
+           "train_flow", "warm_start"]
 
 TRAINABLE = ("mtp", "okr")  # flows whose every decision is a constrained choice of the planner
 
@@ -89,6 +97,10 @@ def describe_flow_job(cfg: RunConfig) -> str:
              f"rltf        {rl.steps} steps x {rl.tasks_per_batch} queries x {rl.k_samples} sampled passes (T={rl.temperature:g}), "
              f"lr {rl.lr:g}, baseline {rl.baseline}, credit {flow.credit}, roles {flow.roles}, re-scoring "
              + ("every decision in one forward" if flow.score_batch is None else f"{flow.score_batch} decisions per forward"),
+             "validation  " + (f"the flow with greedy decisions on {flow.validation_queries or 'all'} validation "
+                               f"queries at step 0 and every {rl.eval_every} steps (final pass, ties: reward); "
+                               f"reports the {'best-on-validation' if rl.select == 'best_validation' else 'last'} "
+                               "planner" if rl.eval_every else "none (rltf.eval_every=0); reports the last planner"),
              "held-out    the flow with greedy decisions: finetuned, rltf" + (", solver" if flow.oracle else "")]
     return "\n".join(lines)
 
@@ -115,33 +127,56 @@ def warm_start(run: stages.Run, planner, envs: stages.Envs, method: str, out_dir
 
 
 def train_flow(run: stages.Run, planner, envs: stages.Envs, roles=None) -> list[dict]:
-    """RLTF on the flow (``cfg.rltf``, ``cfg.flow``), logged, checkpointed under ``<run>/rltf/``;
-    ``resume=true`` continues from the newest checkpoint. Returns the per-step history."""
+    """RLTF on the flow (``cfg.rltf``, ``cfg.flow``), validated every ``rltf.eval_every`` steps from
+    step 0 (:func:`flow_validation`), logged, checkpointed under ``<run>/rltf/``; ``resume=true``
+    continues from the newest checkpoint. ``planner`` ends holding the weights ``rltf.select``
+    picks (:attr:`stages.Run.selection` says which step). Returns the per-step history."""
     from rltf.flows.training.trainer import FlowRLTFTrainer
 
     cfg, acc = run.cfg, run.acc
     tracker = Tracker(cfg.logging.report_to, run.run_dir, cfg.run_name, yaml.safe_load(config_to_yaml(cfg)),
                       cfg.logging.wandb_project, enabled=acc.is_main_process)
-    trainer = FlowRLTFTrainer(cfg, planner, envs.train, acc, tracker, None, run.sharding, roles=roles)
+    validate = flow_validation(run, envs, cfg.flow.methods[0], roles)  # called only with rltf.eval_every > 0
+    trainer = FlowRLTFTrainer(cfg, planner, envs.train, acc, tracker, validate, run.sharding, roles=roles)
     if cfg.resume and trainer.resume():
         run.log(f"resumed RLTF at step {trainer.step}")
     history = trainer.train()
     tracker.finish()
-    # the flow trainer has no periodic validation: rltf.select=best_validation hands on the last planner (said)
     stages.note_selection(run, trainer.state.selection, trainer.state.validation_rows())
     return history
+
+
+def flow_validation(run: stages.Run, envs: stages.Envs, method: str, roles=None):
+    """``validate(planner)`` for :class:`~rltf.rl.training_state.TrainingState`: ``method``'s flow
+    with greedy decisions of the planner on the validation queries
+    (:func:`~rltf.flows.evaluation.validation_ids`, chosen at the first call and fixed for the run),
+    as ``{VALIDATION_SCORE: final pass, VALIDATION_TIEBREAK: mean reward}``. Every process runs it
+    on every query (the flat job's way: the same weights and greedy decisions give every process the
+    same score, so they agree on the best step and its collective checkpoint); no traces are written."""
+    @functools.cache
+    def ids() -> list[int]:
+        return validation_ids(run.cfg, run.cfg.flow, envs.held_out)
+
+    def validate(planner) -> dict[str, float]:
+        with run.sharding.gathered(planner.model):
+            row, _ = evaluate_method(method, envs.held_out, ids(), _greedy_backend(run, planner, roles), run.cfg.flow)
+        return {VALIDATION_SCORE: row["final pass"], VALIDATION_TIEBREAK: row["reward"]}
+
+    return validate
+
+
+def _greedy_backend(run: stages.Run, planner, roles=None) -> PlannerBackend:
+    """The planner backend with greedy decisions (per role's adapter with ``roles``)."""
+    backend = PlannerBackend(planner, sampling=Sampling(max_new_tokens=run.cfg.flow.backend.max_new_tokens),
+                             batch_size=run.cfg.flow.backend.batch_size)
+    return roles.backend(backend) if roles is not None else backend
 
 
 def evaluate_flow(run: stages.Run, planner, envs: stages.Envs, method: str, ids: list[int], name: str,
                   roles=None) -> tuple[dict[str, float], list[dict]]:
     """``method``'s flow with greedy decisions of ``planner`` on the held-out queries ``ids``."""
-    cfg = run.cfg
-    backend = PlannerBackend(planner, sampling=Sampling(max_new_tokens=cfg.flow.backend.max_new_tokens),
-                             batch_size=cfg.flow.backend.batch_size)
-    if roles is not None:
-        backend = roles.backend(backend)
     with run.sharding.gathered(planner.model):
-        row, records = evaluate_method(method, envs.held_out, ids, backend, cfg.flow,
+        row, records = evaluate_method(method, envs.held_out, ids, _greedy_backend(run, planner, roles), run.cfg.flow,
                                        trace_dir=run.run_dir / "traces" / name)
     run.log(f"{name}: {method} final pass {row['final pass']:.4f}, reward {row['reward']:.4f} "
             f"({row['seconds/query']:.2f} s per query)")
@@ -150,20 +185,28 @@ def evaluate_flow(run: stages.Run, planner, envs: stages.Envs, method: str, ids:
 
 def report(run: stages.Run, rows: dict[str, dict[str, float]], records: dict[str, list[dict]], ids: list[int],
            method: str, history: list[dict] | None) -> dict[str, Any]:
-    """The table, results, history and plots in the run folder; the last line."""
+    """The table, results, history and plots in the run folder; the last line. With an RLTF
+    ``history`` the rltf row is named after the step :func:`train_flow` selected (the ``rltf`` key
+    of the JSON and the last line keep their name; ``rltf_selection`` in ``flow_results.json``:
+    that step, its score and the validation curve from step 0, as the flat job's report)."""
     cfg, acc = run.cfg, run.acc
     title = (f"{method} on {len(ids)} held-out ({'+'.join(cfg.flow.splits)}) queries, run {cfg.run_name}, "
              f"seed {cfg.seed}, credit {cfg.flow.credit}, roles {cfg.flow.roles}")
-    md = table_markdown(rows, title)
+    selected = run.selection if history is not None else None
+    md = table_markdown({selected.label if selected and name == "rltf" else name: r for name, r in rows.items()},
+                        title)
     summary = {"table": rows, "columns": list(COLUMNS), "queries": ids, "method": method, "results": records,
                "seconds": time.perf_counter() - run.started}
+    if selected is not None:
+        summary["rltf_selection"] = {**selected.as_dict(), "validation": run.validation or []}
     if acc.is_main_process:
         run.run_dir.mkdir(parents=True, exist_ok=True)
         (run.run_dir / "flow_results.md").write_text(md)
         write_json(run.run_dir / "flow_results.json", summary)
         if history is not None:
             write_json(run.run_dir / "rltf_history.json", history)
-            plot_rewards(history, run.run_dir / "rewards.png", title=f"RLTF {method} {cfg.run_name} (seed {cfg.seed})")
+            plot_rewards(history, run.run_dir / "rewards.png", title=f"RLTF {method} {cfg.run_name} (seed {cfg.seed})",
+                         validation=run.validation, selected_step=selected.step if selected else None)
             plot_role_rewards(history, run.run_dir / "role_rewards.png",
                               title=f"reward credited per role, {method} ({cfg.flow.credit})")
     run.log("\n" + md)

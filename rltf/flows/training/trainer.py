@@ -35,8 +35,12 @@ decision); the KL reference scores N at a time too.
 
 With ``flow.roles: lora`` every role decodes and is scored with its own LoRA adapter of one
 base model (:class:`rltf.flows.training.roles.RoleAdapters`); the loss sums over roles, so the adapters
-train together in one optimizer step. The optimizer, baseline, KL reference, loop, checkpoints and
-resume are a :class:`rltf.rl.training_state.TrainingState`, as in the flat trainer.
+train together in one optimizer step. The optimizer, baseline, KL reference, loop, checkpoints,
+resume and the periodic validation are a :class:`rltf.rl.training_state.TrainingState`, as in the
+flat trainer: ``validate(planner)`` (the main job's: :func:`rltf.stages.flow_job.flow_validation`,
+the flow with greedy decisions on validation queries) scores the planner at step 0 and every
+``rltf.eval_every`` steps, and ``rltf.select: best_validation`` hands on the best step's weights
+(role adapters included).
 """
 
 from __future__ import annotations
@@ -232,8 +236,9 @@ class FlowRLTFTrainer:
 
     # ------------------------------------------------------------------------ loop, checkpoints
     def train(self) -> list[dict]:
-        """Steps until ``rltf.steps``, logged and checkpointed, then the selected planner (``rltf.select``:
-        without a validation callback, the last); the history of step rows."""
+        """Steps until ``rltf.steps``, logged, validated and checkpointed, then the selected planner
+        (``rltf.select``; without ``validate`` or with ``rltf.eval_every=0``, the last), its role
+        adapters too; the history of step rows."""
         return self.state.run(self.train_step, load_weights=self.load_weights)
 
     def save(self) -> None:
