@@ -11,9 +11,14 @@ memo save, the reference and the cached path measured in the same run, in CPU se
   ``--k`` sampled plans per query, rewards, teacher-forced log-probabilities and backward. ``cold``:
   every grammar built (:func:`envs.travel.grammar.build_travel_grammar`, what each newly drawn query
   cost); ``reused``: the grammars from the env's memo (``env.grammar``: built once per query content,
-  :mod:`envs.travel.grammar_memo`). Also the tokens per plan: the step should grow like them.
+  :mod:`envs.travel.grammar_memo`). Also the tokens per plan: the step should grow like them. The
+  reused step is split into its phases (``sample``: constrained sampling, of which ``decoder`` is the
+  model's own forward passes (encoder and decoder stacks, timed by forward hooks) and ``rows`` the
+  KV-cache joins and drops of branch rows (:class:`constrained_decoding.kv_rows.RowBatch`);
+  ``reward``; ``score+bwd``: teacher-forced log-probabilities and backward), and each phase's growth
+  from the shortest to the longest plans is printed beside the tokens' growth.
 
-    OMP_NUM_THREADS=1 python benchmarks/fixed_work.py [--oracle-tasks 0] [--queries 8] [--k 4]
+    OMP_NUM_THREADS=1 python benchmarks/fixed_work.py [--oracle-tasks 0] [--queries 8] [--k 4] [--repeats 3]
 
 The last line is ``oracle cold/cached: <ratio>; travel step cold/reused 3/5/7 days: <r>/<r>/<r>``.
 """
@@ -21,7 +26,9 @@ The last line is ``oracle cold/cached: <ratio>; travel step cold/reused 3/5/7 da
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -73,7 +80,7 @@ def oracle_section(n_tasks: int) -> float:
     return ratio
 
 
-def travel_section(n_queries: int, k: int) -> list[float]:
+def travel_section(n_queries: int, k: int, repeats: int = 3) -> list[float]:
     from benchmarks.decoding_travel import build_embedded, travel_tokenizer_texts
     from constrained_decoding import plan_logprobs, sample_plans
     from envs.travel import grammar_memo
@@ -86,18 +93,26 @@ def travel_section(n_queries: int, k: int) -> list[float]:
           f"({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params, vocab {len(tok)}), CPU seconds:")
     print(f"  {'days':>4} {'tokens/plan':>11} {'cold step':>10} {'(grammars)':>11} {'reused step':>12} {'cold/reused':>12}")
 
+    phases: dict[str, float] = {}
+    timers = PhaseTimers(model, phases)
+
     def step(queries, grammars, seed):
         prompts = [q.query for q in queries]
-        decoded = sample_plans(model, tok, prompts, grammars, k, 1.0, seed=seed)
+        decoded, phases["sample"] = cpu_of(lambda: sample_plans(model, tok, prompts, grammars, k, 1.0, seed=seed))
         plans = [d for ds in decoded for d in ds]
         owners = [q for q, ds in zip(queries, decoded) for _ in ds]
-        env.reward_plans([(q, d.plan) for q, d in zip(owners, plans)])
-        model.zero_grad()
-        lp = plan_logprobs(model, tok, [q.query for q in owners], [d.grammar for d in plans], plans, 1.0)
-        (-lp.mean()).backward()
+        _, phases["reward"] = cpu_of(lambda: env.reward_plans([(q, d.plan) for q, d in zip(owners, plans)]))
+
+        def score_and_backward():
+            model.zero_grad()
+            lp = plan_logprobs(model, tok, [q.query for q in owners], [d.grammar for d in plans], plans, 1.0)
+            (-lp.mean()).backward()
+
+        with timers.paused():  # the scoring forward is its own phase, not sampling's decoder
+            _, phases["score+bwd"] = cpu_of(score_and_backward)
         return sum(len(r) for d in plans for r in d.rows) / len(plans)
 
-    ratios = []
+    ratios, split = [], []
     for days in TRAVEL_DAYS:
         queries = [q for q in env.queries() if q.days == days][:n_queries]
         grammar_memo.clear()
@@ -114,10 +129,78 @@ def travel_section(n_queries: int, k: int) -> list[float]:
 
         _, grammar_s = cpu_of(grammars_only)
         rows, cold_s = cpu_of(cold)
-        _, reused_s = cpu_of(lambda: step(queries, [env.grammar(tok, q) for q in queries], seed=1))
+        runs = []
+        for _ in range(repeats):  # the median of each phase over repeats (the cores may be shared)
+            timers.reset()
+            _, reused_s = cpu_of(lambda: step(queries, [env.grammar(tok, q) for q in queries], seed=1))
+            runs.append({"tokens": rows, "step": reused_s, **phases, **timers.totals})
+        split.append({key: statistics.median(r[key] for r in runs) for key in runs[0]})
+        reused_s = split[-1]["step"]
         ratios.append(cold_s / reused_s)
         print(f"  {days:>4} {rows:>11.1f} {cold_s:>10.2f} {grammar_s:>11.2f} {reused_s:>12.2f} {ratios[-1]:>11.2f}x")
+    print_phase_growth(split)
     return ratios
+
+
+class PhaseTimers:
+    """CPU seconds inside the model's forward passes (encoder and decoder stacks, by forward hooks)
+    and inside the KV-cache row joins and drops (``RowBatch.prepend`` / ``select``), summed until
+    :meth:`reset`; :meth:`paused` leaves a block out."""
+
+    def __init__(self, model, phases: dict[str, float]):
+        from constrained_decoding import kv_rows
+
+        self.totals = {"decoder": 0.0, "rows": 0.0}
+        self._on, self._start = True, 0.0
+        for stack in (model.get_encoder(), model.get_decoder()):
+            stack.register_forward_pre_hook(lambda *_: self._begin())
+            stack.register_forward_hook(lambda *_: self._end("decoder"))
+        for name in ("prepend", "select"):
+            self._wrap(kv_rows.RowBatch, name)
+
+    def _begin(self) -> None:
+        self._start = time.process_time()
+
+    def _end(self, key: str) -> None:
+        if self._on:
+            self.totals[key] += time.process_time() - self._start
+
+    def _wrap(self, cls, name: str) -> None:
+        method = getattr(cls, name)
+        timers = self
+
+        def timed(batch, *args, **kwargs):
+            t = time.process_time()
+            out = method(batch, *args, **kwargs)
+            if timers._on:
+                timers.totals["rows"] += time.process_time() - t
+            return out
+
+        setattr(cls, name, timed)
+
+    def reset(self) -> None:
+        self.totals.update(decoder=0.0, rows=0.0)
+
+    @contextlib.contextmanager
+    def paused(self):
+        self._on = False
+        try:
+            yield
+        finally:
+            self._on = True
+
+
+def print_phase_growth(split: list[dict[str, float]]) -> None:
+    """The reused step's phases per plan length, and each one's growth from the shortest plans to the
+    longest against the tokens' growth."""
+    keys = ("step", "sample", "decoder", "rows", "reward", "score+bwd")
+    print("  reused step by phase, CPU s (sample = decoder forward + row joins/drops + the rest):")
+    print(f"  {'tokens':>7} " + " ".join(f"{k:>10}" for k in keys))
+    for row in split:
+        print(f"  {row['tokens']:>7.1f} " + " ".join(f"{row[k]:>10.2f}" for k in keys))
+    first, last = split[0], split[-1]
+    print(f"  growth {TRAVEL_DAYS[0]} -> {TRAVEL_DAYS[-1]} days: tokens x{last['tokens'] / first['tokens']:.2f}; "
+          + ", ".join(f"{k} x{last[k] / max(first[k], 1e-9):.2f}" for k in keys))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,11 +208,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--oracle-tasks", type=int, default=0, help="held-out tasks whose oracle is measured (0: all)")
     p.add_argument("--queries", type=int, default=8, help="travel queries per step (rltf.tasks_per_batch)")
     p.add_argument("--k", type=int, default=4, help="plans sampled per query (rltf.k_samples)")
+    p.add_argument("--repeats", type=int, default=3, help="reused travel steps per length (the median is printed)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     oracle = oracle_section(args.oracle_tasks)
-    travel = travel_section(args.queries, args.k)
+    travel = travel_section(args.queries, args.k, args.repeats)
     print(f"oracle cold/cached: {oracle:,.0f}x; travel step cold/reused {'/'.join(map(str, TRAVEL_DAYS))} days: "
           + "/".join(f"{r:.2f}x" for r in travel))
 
