@@ -6,18 +6,22 @@ experts and metric run), one ``RLTFTrainer.train_step`` at a time. Two trainers 
 warm-started planner and take turns, step by step, in this one run:
 
 * ``per-sample`` — the reference: ``build_lite_registry(batched=False)`` (every image restorer image
-  by image) and ``image_similarity_batch(..., batched=False)`` (SSIM pair by pair): the code before
-  the experts and metric were batched;
-* ``batched`` — what the env runs: the batched restorers and SSIM.
+  by image, the classifier's ink maps image by image, Fill Mask's candidates one by one) and
+  ``image_similarity_batch(..., batched=False)`` (SSIM pair by pair): the code before any expert or
+  metric was batched;
+* ``restorers`` — only the image restorers (denoising, deblurring) and SSIM batched: the code before
+  Fill Mask and the classifier were;
+* ``batched`` — what the env runs: all of the above batched.
 
-Both see the same plans and must get the same rewards, step by step (checked, bit for bit).
+All see the same plans and must get the same rewards, step by step (checked, bit for bit).
 Each step's CPU time (process time, ``OMP_NUM_THREADS=1``) is split into ``reward`` (``env.reward_plans``:
 expert execution and metrics) and the rest (constrained sampling, log-prob scoring, update).
 Learned experts and the metric model are loaded before timing.
 
     python benchmarks/reward_share.py [--steps 4] [--warmup 1] [--sft-epochs 3]
 
-Last line: ``reward share of the step: <before> -> <after> (reward CPU x<ratio> less, plans/s x<ratio>)``.
+Last two lines: ``restorers only -> all batched: reward CPU x<ratio> less, plans/s x<ratio>`` and
+``reward share of the step: <per-sample> -> <batched> (reward CPU x<ratio> less, plans/s x<ratio>)``.
 """
 
 from __future__ import annotations
@@ -40,20 +44,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-VARIANTS = ("per-sample", "batched")
+VARIANTS = ("per-sample", "restorers", "batched")
 
 
-def make_env(cfg, batched: bool):
-    """The default train env on a cold cache, its experts and image metric batched or not."""
+def make_env(cfg, variant: str):
+    """The default train env on a cold cache, its experts and image metric batched as ``variant`` says."""
+    from functools import partial
+
     from envs.openagi.env import OpenAGIEnv
     from envs.openagi.lite import build_lite_registry
+    from envs.openagi.lite.image.classification import classify
+    from envs.openagi.lite.image.common import _check_images
+    from envs.openagi.lite.text.fill_mask import fill_mask
     from envs.openagi.metrics.image import image_similarity_batch
+    from envs.openagi.tools import register_spec
 
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     e = cfg.env
-    metrics = {} if batched else {"image_similarity": lambda p, t: image_similarity_batch(p, t, batched=False)}
+    registry = build_lite_registry(batched=variant != "per-sample")
+    if variant == "restorers":  # Fill Mask and the classifier as they were before they were batched
+        register_spec(registry, "Fill Mask", partial(fill_mask, batched=False), replace=True)
+        register_spec(registry, "Image Classification", replace=True,
+                      fn=lambda batch: classify(_check_images("Image Classification", batch), batched=False))
+    per_pair = {"image_similarity": lambda p, t: image_similarity_batch(p, t, batched=False)}
     return OpenAGIEnv(suite=e.suite, split="train", n_samples=e.n_samples, samples_per_step=e.samples_per_step,
-                      data_seed=e.data_seed, cache_bytes=0, registry=build_lite_registry(batched=batched),
-                      metrics=metrics)
+                      data_seed=e.data_seed, cache_bytes=0, registry=registry,
+                      metrics=per_pair if variant == "per-sample" else {})
 
 
 class TimedReward:
@@ -92,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         cfg = load_config([f"output_dir={tmp}", "run_name=bench", f"seed={args.seed}", "env.cache_mib=0",
                            f"rltf.steps={10**6}", "rltf.eval_every=0", "logging.progress_bar=false"])
         acc = Accelerator(cpu=True)
-        envs = {v: make_env(cfg, batched=(v == "batched")) for v in VARIANTS}
+        envs = {v: make_env(cfg, v) for v in VARIANTS}
         warm = envs["batched"]
         warm.reward_plans([(t, t.reference_plan) for t in warm.tasks()])  # train/load learned experts, MiniLM
         planner = load_planner(cfg.planner, tokenizer_texts_for(warm))
@@ -120,9 +137,10 @@ def main(argv: list[str] | None = None) -> None:
                     clocks[v].seconds = before_reward  # warm-up: not counted
                 else:
                     step_cpu[v] += spent
-            if not np.array_equal(rewards["per-sample"], rewards["batched"]):
-                raise SystemExit(f"step {step + 1}: the batched experts gave other rewards than the per-sample "
-                                 "ones: the batched path is wrong")
+            for v in VARIANTS[1:]:
+                if not np.array_equal(rewards["per-sample"], rewards[v]):
+                    raise SystemExit(f"step {step + 1}: the {v} experts gave other rewards than the per-sample "
+                                     "ones: a batched path is wrong")
         print(f"rewards identical in every step: True ({args.warmup + args.steps} steps x {n_plans} plans)")
         share = {}
         for v in VARIANTS:
@@ -131,7 +149,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{v:10s} step {total / args.steps:6.2f} s  = sampling+scoring+update "
                   f"{(total - reward) / args.steps:6.2f} s + experts+metrics {reward / args.steps:6.2f} s  "
                   f"| {n_plans * args.steps / total:6.2f} plans/s  reward share {share[v]:.1%}")
-        before, after = (clocks[v].seconds for v in VARIANTS)
+        before, previous, after = (clocks[v].seconds for v in VARIANTS)
+        print(f"restorers only -> all batched: reward CPU x{previous / after:.2f} less, "
+              f"plans/s x{step_cpu['restorers'] / step_cpu['batched']:.2f}")
         rate = step_cpu["per-sample"] / step_cpu["batched"]
         print(f"reward share of the step: {share['per-sample']:.1%} -> {share['batched']:.1%} "
               f"(reward CPU x{before / after:.2f} less, plans/s x{rate:.2f})")

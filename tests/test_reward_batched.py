@@ -1,5 +1,6 @@
-"""The batched image experts and image metric give the per-sample path's outputs, bit for bit, on the
-lite suite's real inputs (and on the intermediate images plans feed them), so batching changes no reward."""
+"""The batched image experts (restorers, the classifier's ink maps) and image metric give the per-sample
+path's outputs, bit for bit, on the lite suite's real inputs (and on the intermediate images plans feed
+them), so batching changes no reward. The text side: tests/test_reward_batched_text.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.lite import build_lite_registry
+from envs.openagi.lite.image.classification import classify, ink_map, ink_maps
+from envs.openagi.lite.image.common import _check_images
 from envs.openagi.lite.image.deblurring import deblur, deblur_batch
 from envs.openagi.lite.image.denoising import denoise, denoise_batch
 from envs.openagi.lite.image.super_resolution import super_resolve
@@ -15,6 +18,7 @@ from envs.openagi.lite.image_experts import IMAGE_RESTORERS
 from envs.openagi.metrics.image import image_similarity_batch
 from envs.openagi.plans import enumerate_plans
 from envs.openagi.suite import build_suite
+from envs.openagi.task_data.images import DEGRADATIONS, degrade_image, digit_images
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +56,20 @@ def test_batched_restorer_is_the_per_image_one_bit_for_bit(images, batch_fn, one
     assert_same_images(batch_fn(images[::-1]), want[::-1])  # mixed shapes come back in input order
     assert_same_images(batch_fn(images[:1]), want[:1])
     assert batch_fn([]) == []
+
+
+def test_batched_ink_maps_are_the_per_image_ones_bit_for_bit(images):
+    """Every image the classifier may get: the suite's inputs and restorer outputs, digits under each
+    degradation (ink on either side of the background), flat and tiny images."""
+    rng = np.random.default_rng(0)
+    digits = [degrade_image(d, [DEGRADATIONS[i % len(DEGRADATIONS)]], rng) for i, (d, _) in enumerate(digit_images(60, 3))]
+    batch = _check_images("Image Classification", images + digits + [np.zeros((16, 16, 3), np.float32)])
+    want = np.stack([ink_map(x) for x in batch])
+    got = ink_maps(batch)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(got, want), f"differs by up to {np.abs(got - want).max()}"
+    assert classify(batch) == classify(batch, batched=False)
+    assert ink_maps([]).shape == (0, 8, 8) and classify([]) == []
 
 
 def test_batched_ssim_is_the_per_pair_one_bit_for_bit(images, image_tasks):

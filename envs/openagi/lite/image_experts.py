@@ -96,7 +96,8 @@ def _stacked(
 
 def register_image_experts(registry: ToolRegistry, batched: bool = True) -> None:
     """Register the five image experts under their OpenAGI names; ``batched=False``: each restorer
-    runs image by image (the reference the batched ones are checked and timed against)."""
+    runs image by image and the classifier makes its ink maps image by image (the reference the
+    batched ones are checked and timed against)."""
     for name, fn in IMAGE_RESTORERS.items():
         if batched and name in BATCH_RESTORERS:
             register_spec(registry, name, _stacked(name, BATCH_RESTORERS[name]))
@@ -105,7 +106,7 @@ def register_image_experts(registry: ToolRegistry, batched: bool = True) -> None
     register_spec(
         registry,
         "Image Classification",
-        lambda batch: classify(_check_images("Image Classification", batch)),
+        lambda batch: classify(_check_images("Image Classification", batch), batched=batched),
     )
 
 
