@@ -55,3 +55,36 @@ def test_the_held_out_valid_rate_comes_from_the_results_tables_valid_rate(tmp_pa
     rows = {r["label"]: r for r in write_report(suite, tmp_path, log=lambda _: None)["rows"]}
     assert rows["zero"]["valid_held_out"] == pytest.approx(0.25)
     assert rows["tuned"]["valid_held_out"] == 1.0  # the suite's row value where the table has none
+
+
+def test_the_smollm2_ablations_suite_changes_one_thing_per_arm_against_the_shipped_config():
+    suite = load_suite("smollm2-ablations")
+    assert suite.seeds == 3
+    loaded = check_arms(suite)
+    shipped = loaded["rloo-all"]
+    assert shipped.planner.model == "smollm2" and shipped.rltf.baseline == "rloo" and shipped.rltf.update_epochs == 1
+    assert set(shipped.planner.lora.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                        "up_proj", "down_proj"}
+    changed = {"rloo-attention": ("planner.lora.target_modules", ["q_proj", "k_proj", "v_proj", "o_proj"]),
+               "rloo-qv": ("planner.lora.target_modules", ["q_proj", "v_proj"]),
+               "reinforce": ("rltf.baseline", "moving_average"), "grpo-group": ("rltf.baseline", "grpo"),
+               "rloo-clip2": ("rltf.update_epochs", 2), "rloo-clip4": ("rltf.update_epochs", 4)}
+    assert set(changed) | {"rloo-all"} == {a.name for a in suite.arms}
+
+    def value(cfg, dotted):
+        section, key = dotted.split(".", 1)
+        obj = getattr(cfg, section)
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    keys = {key for key, _ in changed.values()}
+    for arm, (key, expected) in changed.items():
+        cfg = loaded[arm]
+        assert value(cfg, key) == expected, arm
+        for other in keys - {key}:  # every other ablated setting is the shipped one
+            assert value(cfg, other) == value(shipped, other), (arm, other)
+        assert (cfg.rltf.steps, cfg.rltf.tasks_per_batch, cfg.rltf.k_samples, cfg.sft.epochs, cfg.seed) == (
+            shipped.rltf.steps, shipped.rltf.tasks_per_batch, shipped.rltf.k_samples, shipped.sft.epochs, shipped.seed)
+        assert cfg.eval.schemas == ["finetuned", "rltf"] and cfg.eval.splits == ["validation", "test"]
+    assert {r.arm for r in suite.rows if r.schema == "finetuned"} == {"rloo-all", "rloo-attention", "rloo-qv"}
