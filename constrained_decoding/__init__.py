@@ -51,7 +51,8 @@ Public API
 
 Modules: ``protocol`` (Grammar), ``dfa`` (TokenDFA), ``rows`` (row languages from texts),
 ``tables`` (a batch's automata as tensors), ``head`` (allowed-token logits), ``kv_rows`` (the
-running rows' cache), ``runner`` (the model, step-wise and teacher-forced), ``search``
+running rows' cache), ``runner`` (the model, step-wise and teacher-forced), ``encoder_memo``
+(encoder states read once for sampling and scoring), ``search``
 (sampling), ``beam`` (beam search), ``decode`` / ``logprobs`` (the API), ``prompts``.
 
 Models: HF encoder-decoder (T5) or causal (LLaMA-style) models, plain or PEFT-wrapped.

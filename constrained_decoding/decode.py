@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from constrained_decoding.beam import BeamGroup, BeamSearch, Hyps
+from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.head import HeadMode
 from constrained_decoding.protocol import Grammar, Row
 from constrained_decoding.row_draws import RowDraws
@@ -58,6 +59,17 @@ class DecodedPlan:
         return list(zip(self.starts, self.rows))
 
 
+def forced_plan(grammar: Grammar) -> DecodedPlan | None:
+    """The one action ``grammar`` allows when its root row is forced token by token to the end
+    and forks no branch rows (a choice among one option), decoded without the model: its rows,
+    log π_c = 0 exactly (each token is its state's only slot: what sampling, beam search and the
+    scorer give it at any temperature); None when the grammar leaves any choice."""
+    tokens, end = grammar.dfa.forced_prefix(grammar.root)
+    if end != grammar.dfa.final or (grammar.branching and grammar.branch_starts(tokens)):
+        return None
+    return _decoded(grammar, tuple(tokens), (), 0.0)
+
+
 def check_grammars(grammars: Sequence[object], n_prompts: int) -> list[Grammar]:
     """The caller's grammars, one per prompt (no default: the env supplies them)."""
     grammars = list(grammars)
@@ -84,7 +96,8 @@ def decoding_mode(model: nn.Module) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _decoding(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[object],
-              head: HeadMode, share_prompt: bool = True) -> Iterator[tuple[list[Grammar], PlannerRunner | None, Any]]:
+              head: HeadMode, share_prompt: bool = True,
+              encoder_memo: EncoderMemo | None = None) -> Iterator[tuple[list[Grammar], PlannerRunner | None, Any]]:
     """:func:`decoding_mode` with the checked grammars, the prompts' runner and their stacked
     state tables (runner and tables ``None`` when there are no prompts)."""
     prompts = list(prompts)
@@ -94,14 +107,15 @@ def _decoding(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Seq
             yield grammars, None, None
             return
         runner = PlannerRunner(model, tokenizer, prompts, pad_id=grammars[0].pad_id, head=head,
-                               share_prompt=share_prompt)
+                               share_prompt=share_prompt, encoder_memo=encoder_memo)
         yield grammars, runner, stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
 
 
 def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar], k: int = 1,
                  temperature: float = 1.0, *, seed: int | None = 0, generator: torch.Generator | None = None,
                  head: HeadMode = "auto", reuse_cache: bool = True,
-                 share_prompt: bool = True, sample_seeds: Sequence[int] | None = None) -> list[list[DecodedPlan]]:
+                 share_prompt: bool = True, sample_seeds: Sequence[int] | None = None,
+                 encoder_memo: EncoderMemo | None = None) -> list[list[DecodedPlan]]:
     """``k`` actions per prompt drawn from the constrained policy π_c at ``temperature``.
 
     Branching grammars: a sample's branch rows (decoded in parallel) join the batch of running
@@ -111,7 +125,9 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: 
     sample j from ``(sample_seeds[j], i)``; ``seed`` and ``generator`` are unused), so a sample does
     not depend on the other prompts decoded with it: same seed -> same action, alone or in a batch.
     ``share_prompt``: the ``k`` samples of a prompt (and equal prompts) read it once and copy its
-    cache; ``False``: every sample reads its prompt itself (the reference the tests compare with)."""
+    cache; ``False``: every sample reads its prompt itself (the reference the tests compare with).
+    ``encoder_memo`` (encoder-decoder models): the prompts' encoder states come from it (read once
+    per memo with gradients, for a scorer to reuse: :class:`~constrained_decoding.encoder_memo.EncoderMemo`)."""
     if k < 1:
         raise ValueError(f"k={k}: expected at least one sample per prompt")
     if not temperature > 0:
@@ -131,7 +147,7 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: 
     reads = owner if share_prompt else list(range(len(owner)))
     runner_prompts = prompts if share_prompt else [prompts[p] for p in owner]
     with _decoding(model, tokenizer, runner_prompts, [grammars[p] for p in owner] if not share_prompt else grammars,
-                   head, share_prompt) as (_, runner, tables):
+                   head, share_prompt, encoder_memo) as (_, runner, tables):
         if runner is None:
             return []
         if generator is None and draws is None:

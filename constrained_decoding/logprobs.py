@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from constrained_decoding.decode import DecodedPlan, check_grammars
+from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.head import HeadMode
 from constrained_decoding.protocol import Grammar
 from constrained_decoding.runner import PlannerRunner
@@ -24,7 +25,8 @@ from constrained_decoding.tables import stack_tables
 
 def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar],
                 plans: Sequence[Any], temperature: float = 1.0, *, through_forward: bool = False,
-                head: HeadMode = "auto", share_prompt: bool = True) -> torch.Tensor:
+                head: HeadMode = "auto", share_prompt: bool = True,
+                encoder_memo: EncoderMemo | None = None) -> torch.Tensor:
     """``[len(plans)]`` tensor of log π_c(plans[j] | prompts[j]) under ``grammars[j]`` at ``temperature``
     (with gradients).
 
@@ -36,7 +38,10 @@ def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars:
     vocabulary) instead of its sub-modules — what an FSDP-sharded model needs for its hooks.
     ``share_prompt``: each distinct prompt is read once (the encoder, or a causal model's prefix
     whose cache every row of its plans continues, with gradients) instead of once per row: the
-    same numbers; ``False`` reads it in every row (the reference; ``through_forward`` always does)."""
+    same numbers; ``False`` reads it in every row (the reference; ``through_forward`` always does).
+    ``encoder_memo`` (encoder-decoder models, not ``through_forward``): the encoder states of the
+    prompts come from it, with the graph of the pass that read them (the one decoding filled under
+    the same weights: :class:`~constrained_decoding.encoder_memo.EncoderMemo`)."""
     prompts, plans = list(prompts), list(plans)
     if not (len(prompts) == len(plans) == len(grammars)):
         raise ValueError(f"got {len(prompts)} prompts, {len(grammars)} grammars and {len(plans)} plans; "
@@ -49,7 +54,7 @@ def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars:
     uniq = list(dict.fromkeys(prompts))
     where = {p: i for i, p in enumerate(uniq)}
     runner = PlannerRunner(model, tokenizer, uniq, pad_id=grammars[0].pad_id, through_forward=through_forward,
-                           head=head, share_prompt=share_prompt)
+                           head=head, share_prompt=share_prompt, encoder_memo=encoder_memo)
     tables = stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
     # A row's log-prob depends only on (prompt, grammar state it starts in, tokens): rows that
     # several plans share (the K samples of a prompt often agree on a slot) are scored once and

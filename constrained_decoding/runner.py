@@ -19,6 +19,7 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutput
 
+from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.head import HeadMode, OutputHead
 from constrained_decoding.kv_rows import RowBatch, RowFork
 from constrained_decoding.prompts import encode_prompts
@@ -66,14 +67,17 @@ class PlannerRunner:
     """One batch of prompts and the rows decoded from them (see the module docstring)."""
 
     def __init__(self, model: nn.Module, tokenizer, prompts: Sequence[str], *, pad_id: int,
-                 through_forward: bool = False, head: HeadMode = "auto", share_prompt: bool = True):
+                 through_forward: bool = False, head: HeadMode = "auto", share_prompt: bool = True,
+                 encoder_memo: EncoderMemo | None = None):
         """``through_forward``: :meth:`teacher_force` calls ``model``'s own ``forward`` (the PEFT /
         FSDP wrapper's, full-vocabulary logits) and never a sub-module — what an FSDP-sharded model
         needs for its hooks; no encoder pass or head probe happens here then. ``head``: the
         output-layer path (:mod:`constrained_decoding.head`: ``auto``, ``restricted``, ``full``).
         ``share_prompt``: each distinct prompt (equal token ids) is read once — one encoder row, or
         one causal prefix whose cache its rows copy — however many rows read it; ``False`` reads
-        the prompt in every row (the reference the tests compare with)."""
+        the prompt in every row (the reference the tests compare with). ``encoder_memo``
+        (encoder-decoder models, not ``through_forward``): the encoder states come from it (each
+        distinct prompt read once per memo, with gradients; decoding takes them detached)."""
         self.model = unwrap_model(model)
         self.outer = model
         self.through_forward = through_forward
@@ -101,8 +105,12 @@ class PlannerRunner:
         self.enc_mask: torch.Tensor | None = None
         if self.encoder_decoder and not through_forward:
             distinct = sorted(set(self.canonical))
-            ids, mask = _pad([self.prompt_ids[u] for u in distinct], pad_id, left=False, device=self.device)
-            hidden = self.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+            if encoder_memo is not None:
+                hidden, mask = encoder_memo.states(self.model, [self.prompt_ids[u] for u in distinct], pad_id,
+                                                   detach=not torch.is_grad_enabled())
+            else:
+                ids, mask = _pad([self.prompt_ids[u] for u in distinct], pad_id, left=False, device=self.device)
+                hidden = self.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
             if len(distinct) < len(self.canonical):  # the encoder rows copied to every prompt that reads them
                 where = {u: i for i, u in enumerate(distinct)}
                 expand = torch.as_tensor([where[c] for c in self.canonical], device=self.device)

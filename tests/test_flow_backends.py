@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
+from constrained_decoding.decode import forced_plan, greedy_plans, sample_plans
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.prompts import encode_formatted, format_prompt
 from rltf.evaluation.schemas import free_text
@@ -178,6 +179,49 @@ def test_planner_backend_choice_grammar_answers_an_option_with_the_exact_logprob
     assert any(p.grad is not None for p in planner.model.parameters())
     planner.model.zero_grad(set_to_none=True)
     assert choice_grammar(planner.tokenizer, options) is choice_grammar(planner.tokenizer, options)
+
+
+@pytest.mark.parametrize("arch", ["seq2seq", "causal"])
+def test_a_choice_among_one_option_is_answered_without_the_model_as_the_decoder_answers_it(planners, arch, monkeypatch):
+    import rltf.flows.backends.local as local
+
+    planner = planners[arch]
+    model, tok = planner.model, planner.tokenizer
+    one, many = ChoiceGrammar(tok, ["Image Captioning"]), ChoiceGrammar(tok, ["yes", "no", "Fill Mask"])
+    forced = forced_plan(one)
+    assert forced_plan(many) is None and forced.plan == "Image Captioning" and forced.logprob == 0.0
+    b = PlannerBackend(planner, seed=3)
+    descs = [b.describe(m) for m in MSGS]
+    # what the decoder gives such a choice: sampled (own streams, any temperature) and greedy
+    decoded = [d[0] for d in sample_plans(model, tok, descs, [one, one], 1, 1.7, sample_seeds=[5, 6])]
+    decoded += greedy_plans(model, tok, descs, [one, one])
+    for d in decoded:
+        assert (d.plan, d.rows, d.starts, d.grammar) == (forced.plan, forced.rows, forced.starts, one)
+        assert d.logprob == pytest.approx(0.0, abs=1e-6)
+
+    def generators():
+        return [torch.Generator().manual_seed(s) for s in (11, 12, 13)]
+
+    hot = Sampling(do_sample=True, temperature=1.7)
+    msgs = [MSGS[0], MSGS[1], MSGS[1]]
+    mixed = b.generate(msgs, [one, many, one], sampling=hot, generators=generators())
+    # the other items sample what they would without the forced ones beside them (same per-item seeds)
+    alone = b.generate(msgs, [many, many, many], sampling=hot, generators=generators())
+    assert mixed[1].text == alone[1].text and mixed[1].logprob == pytest.approx(alone[1].logprob, rel=1e-5)
+    for c, m in zip((mixed[0], mixed[2]), (msgs[0], msgs[2])):
+        assert (c.text, c.logprob, c.decoded, c.temperature, c.prompt) == (forced.plan, 0.0, forced, 1.7, b.describe(m))
+        assert c.completion_tokens == len(forced.rows[0]) and c.prompt_tokens == len(
+            encode_formatted(tok, [format_prompt(c.prompt, b.is_encoder_decoder)], b.is_encoder_decoder)[0])
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model decoded a choice among one option")
+
+    monkeypatch.setattr(local, "sample_plans", no_model)
+    monkeypatch.setattr(local, "greedy_plans", no_model)
+    for sampling, gens in ((hot, generators()[:2]), (None, None)):
+        outs = b.generate(MSGS, one, sampling=sampling, generators=gens)
+        assert [(c.text, c.logprob) for c in outs] == [(forced.plan, 0.0)] * 2
+    assert rescore(model, tok, outs).detach().abs().max() < 1e-6  # the scorer agrees: log π_c = 0
 
 
 def test_planner_backend_takes_an_env_grammar_and_does_free_generation_without_one(planners):

@@ -205,3 +205,23 @@ def test_a_batched_evaluation_equals_the_sequential_one(world):
     torch.testing.assert_close([r["logprob"] for r in rec3], [r["logprob"] for r in rec1], **LOGPROB_TOL)
     assert {k: v for k, v in row3.items() if k != "seconds/query"} == {k: v for k, v in row1.items()
                                                                       if k != "seconds/query"}
+
+
+def test_a_step_that_scores_through_the_samplers_encoder_passes_equals_one_that_reads_the_prompts_again(world):
+    """The T5 planner's step keeps the encoder states the sampler read each prompt with (an
+    EncoderMemo) and back-propagates through them: the same trajectories, log-probs and update
+    (the encoder's weights included) as re-reading every prompt when scoring."""
+    memo, planner_memo = _trainer(world, 3)
+    again, planner_again = _trainer(world, 3)
+    assert memo._encoder_memo() is not None
+    again._encoder_memo = lambda: None
+    before = [p.detach().clone() for p in planner_memo.model.get_encoder().parameters()]
+    for _ in range(2):
+        row_memo, row_again = memo.train_step(), again.train_step()
+        assert _summary(memo.last_trajectories) == _summary(again.last_trajectories)
+        for key in ("train/entropy", "train/loss", "train/grad_norm"):  # log π_c as scored, the loss, its gradient
+            assert row_memo[key] == pytest.approx(row_again[key], rel=1e-5, abs=1e-6), key
+        assert row_memo["train/logprob_mismatch"] < 1e-4
+    assert any(not torch.equal(a, b) for a, b in zip(before, planner_memo.model.get_encoder().parameters()))
+    for p, q in zip(planner_memo.model.parameters(), planner_again.model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7)

@@ -16,6 +16,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from constrained_decoding.decode import sample_plans
+from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.prompts import encode_prompts
 from envs.openagi.grammar import plan_grammars
@@ -162,3 +163,37 @@ def test_each_distinct_prompt_is_read_once(planner, share_prompt):
     # cache); scoring: once per distinct row of the plans (a causal row), the encoder once per text
     assert sampling == samples
     assert scoring == (rows if causal else [1, 1])
+
+
+def test_an_encoder_memo_reads_each_prompt_once_for_sampling_and_scoring_with_the_same_numbers():
+    """An RL step's sampler fills an EncoderMemo (each distinct prompt read once, with gradients)
+    and the scorer back-propagates through those states: the samples, log-probs and gradients
+    (the encoder's included) of reading the prompts again."""
+    tok = unigram_tokenizer()
+    model = tiny_t5(tok, seed=4)  # every weight trainable, the encoder's included
+    reference = sampled(model, tok)  # (also probes the model's output head, once per model)
+    calls: list[int] = []
+    handle = model.get_encoder().register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(len(kwargs["input_ids"])), with_kwargs=True)
+    memo = EncoderMemo()
+    try:
+        decoded = sample_plans(model, tok, prompts(), grammars(tok), k=K, temperature=1.3, seed=3, encoder_memo=memo)
+        got = scored(model, tok, decoded, encoder_memo=memo)
+        assert calls == [2] and len(memo) == 2  # two distinct prompts, read once for both
+        want = scored(model, tok, decoded)
+    finally:
+        handle.remove()
+    assert [[d.rows for d in ds] for ds in decoded] == [[d.rows for d in ds] for ds in reference]
+    torch.testing.assert_close(got, want, **LOGPROB_TOL)
+    weights = torch.linspace(-1.0, 2.0, len(got))
+    params = list(model.parameters())
+    g_got = torch.autograd.grad((weights * got).sum(), params, allow_unused=True)
+    g_want = torch.autograd.grad((weights * want).sum(), params, allow_unused=True)
+    encoder = {id(p) for p in model.get_encoder().parameters()}
+    assert any(g is not None and float(g.abs().sum()) > 0 for p, g in zip(params, g_got) if id(p) in encoder)
+    for a, b in zip(g_got, g_want):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6 * max(float(a.norm()), float(b.norm()), 1e-12))
+    with pytest.raises(ValueError, match="one memo per model"):
+        memo.states(tiny_t5(tok, seed=5), [[1, 2]], pad_id=0, detach=True)

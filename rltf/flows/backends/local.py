@@ -16,7 +16,12 @@ or :func:`~constrained_decoding.decode.sample_plans` when sampling): the answer 
 action formatted as text, and the completion keeps the decoded rows for re-scoring with gradients
 (:func:`rltf.flows.backends.planner.rescore`). The decoder formats its prompts itself
 (:func:`constrained_decoding.prompts.format_prompt`: causal models read ``"\\nPlan:"`` after the
-rendered messages); top-k / top-p do not apply to constrained decoding.
+rendered messages); top-k / top-p do not apply to constrained decoding. An item whose grammar
+leaves no choice (a choice among one option: :func:`constrained_decoding.decode.forced_plan`) is
+answered without the model, log π_c = 0 (greedy, or sampling with per-item generators: its
+seed is still drawn, so the other items sample what they would). ``encoder_memo`` (set by a
+trainer for one step, encoder-decoder models): sampling reads the prompts' encoder states through
+it, with gradients, for the trainer's scorer to reuse.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ import torch
 from torch import nn
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from constrained_decoding.decode import greedy_plans, sample_plans
+from constrained_decoding.decode import DecodedPlan, forced_plan, greedy_plans, sample_plans
+from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.prompts import (Conversation, encode_formatted, encode_prompts, format_prompt,
                                          uses_chat_template)
 from constrained_decoding.protocol import Grammar
@@ -116,6 +122,7 @@ class LocalModelBackend:
 
     supports_grammar = True
     per_item_generators = True  # generate(..., generators=[one per item]) (see generate)
+    encoder_memo: EncoderMemo | None = None  # set by a trainer for one step: sampling reads prompts through it
 
     def __init__(self, model: nn.Module, tokenizer, is_encoder_decoder: bool, *, sampling: Sampling | None = None,
                  seed: int = 0, chat_template: ChatTemplate = "auto", plan_separator: bool = False,
@@ -299,16 +306,27 @@ class LocalModelBackend:
                      seeds: list[int] | None = None) -> list[Completion]:
         descs = [self.describe(m) for m in batch]
         prompt_ids = encode_prompts(self.tokenizer, descs, self.is_encoder_decoder)
-        if s.do_sample:
-            decoded = [d[0] for d in sample_plans(self.model, self.tokenizer, descs, grammars, 1, s.temperature,
-                                                  generator=self.generator, sample_seeds=seeds)]
-            temperature = s.temperature
-        else:
-            decoded = greedy_plans(self.model, self.tokenizer, descs, grammars)
-            temperature = 1.0
+        # an item whose grammar leaves no choice (one option) needs no model: its action, log π_c = 0.
+        # Not when sampling from the backend's one generator (the batch's draws depend on its rows)
+        skip = not s.do_sample or seeds is not None
+        decoded: list[DecodedPlan | None] = [forced_plan(g) if skip else None for g in grammars]
+        todo = [i for i, d in enumerate(decoded) if d is None]
+        if todo:
+            for i, d in zip(todo, self._decode([descs[i] for i in todo], [grammars[i] for i in todo], s,
+                                               _pick(seeds, todo))):
+                decoded[i] = d
+        temperature = s.temperature if s.do_sample else 1.0
         return [Completion(text=d.text, prompt_tokens=len(p), completion_tokens=sum(len(r) for r in d.rows),
                            logprob=float(d.logprob), decoded=d, prompt=desc, temperature=temperature, value=d.plan)
                 for d, p, desc in zip(decoded, prompt_ids, descs)]
+
+    def _decode(self, descs: list, grammars: list[Grammar], s: Sampling, seeds: list[int] | None) -> list[DecodedPlan]:
+        """The constrained decoder on ``descs``: a sample each (``seeds``: each from its own streams), or greedy."""
+        if s.do_sample:
+            return [d[0] for d in sample_plans(self.model, self.tokenizer, descs, grammars, 1, s.temperature,
+                                               generator=self.generator, sample_seeds=seeds,
+                                               encoder_memo=self.encoder_memo if self.is_encoder_decoder else None)]
+        return greedy_plans(self.model, self.tokenizer, descs, grammars)
 
 
 def _pick(seeds: list[int] | None, idx: Sequence[int]) -> list[int] | None:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.logprobs import plan_logprobs
 from rltf.flows.backends.base import BackendError, Completion, Message, Sampling
 from rltf.flows.backends.local import ChatTemplate, LocalModelBackend
@@ -54,11 +55,12 @@ class PlannerBackend(LocalModelBackend):
 
 
 def rescore(model: nn.Module, tokenizer, completions: Sequence[Completion], *,
-            through_forward: bool = False) -> torch.Tensor:
+            through_forward: bool = False, encoder_memo: EncoderMemo | None = None) -> torch.Tensor:
     """``[n]`` tensor of log π_c of constrained completions under ``model`` now, with gradients:
     :func:`~constrained_decoding.logprobs.plan_logprobs` on their decoded rows, prompts and
     grammars, at the temperature they were decoded at (all must share it). Right after decoding,
-    with the same weights, it equals each ``completion.logprob``."""
+    with the same weights, it equals each ``completion.logprob``. ``encoder_memo``: the prompts'
+    encoder states the sampler read them with (same weights), reused with their graph."""
     comps = list(completions)
     missing = [i for i, c in enumerate(comps) if c.decoded is None or c.prompt is None]
     if missing:
@@ -69,4 +71,5 @@ def rescore(model: nn.Module, tokenizer, completions: Sequence[Completion], *,
     if not comps:
         return torch.zeros(0)
     return plan_logprobs(model, tokenizer, [c.prompt for c in comps], [c.decoded.grammar for c in comps],
-                         [c.decoded for c in comps], temps.pop(), through_forward=through_forward)
+                         [c.decoded for c in comps], temps.pop(), through_forward=through_forward,
+                         encoder_memo=encoder_memo)

@@ -13,7 +13,10 @@ One step, top to bottom (:meth:`FlowRLTFTrainer.train_step`), the same as
    (:mod:`rltf.flows.training.trajectory`), its reward the evaluator's score of the delivered itinerary;
 3. log π_c(decision) recomputed teacher-forced WITH gradients for every decision of every
    trajectory (:func:`rltf.flows.backends.planner.rescore`: the decoded rows, prompts and
-   temperature the sampler used); log π_c(trajectory) = Σ_decisions log π_c(decision);
+   temperature the sampler used); log π_c(trajectory) = Σ_decisions log π_c(decision). An
+   encoder-decoder planner reads each distinct prompt once per step: the sampler's encoder pass
+   runs with gradients and 3 back-propagates through it (:meth:`FlowRLTFTrainer._encoder_memo`);
+   a choice among one option is neither decoded (the backend answers it, log π_c = 0) nor scored;
 4. loss weights: the trajectory's weight from the same baselines and regularisers as a flat plan
    (:func:`rltf.rl.steps.loss_weights`: moving average / per-task / RLOO over the K
    passes of a query, entropy and KL on log π_c(trajectory)), then per decision
@@ -50,6 +53,7 @@ import time
 import numpy as np
 import torch
 
+from constrained_decoding.encoder_memo import EncoderMemo
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend, rescore
 from rltf.flows.engine.batching import PassBatch
@@ -100,8 +104,9 @@ class FlowRLTFTrainer:
 
         # 2. K sampled passes of the flow per query: trajectories of constrained decisions, rewarded
         self.model.eval()  # no dropout: sampling and scoring evaluate the same function
+        memo = self._encoder_memo()  # (encoder-decoder) each prompt's encoder pass, shared by 2 and 3
         with state.sharding.gathered(self.model):
-            trajs = self._roll_outs(tasks, draw.sample_seed)
+            trajs = self._roll_outs(tasks, draw.sample_seed, memo)
         rewards = np.array([t.reward for t in trajs], dtype=np.float64)
         decisions = [d for t in trajs for d in t.decisions]
         owner = torch.tensor([i for i, t in enumerate(trajs) for _ in t.decisions], dtype=torch.long)
@@ -113,7 +118,9 @@ class FlowRLTFTrainer:
             if chunked:
                 logp_dec = self._values(self.model, decisions).requires_grad_(True)
             else:
-                logp_dec = self._scored(self.model, decisions) if decisions else torch.zeros(0, requires_grad=True)
+                logp_dec = (self._scored(self.model, decisions, memo) if decisions
+                            else torch.zeros(0, requires_grad=True))
+        del memo  # the weights change from here on
         owner = owner.to(logp_dec.device)
         logp_traj = torch.zeros(len(trajs), dtype=logp_dec.dtype, device=logp_dec.device).index_add(0, owner, logp_dec)
         logp_d = logp_traj.detach().float().cpu()
@@ -184,7 +191,17 @@ class FlowRLTFTrainer:
         row.update({f"role/{r}/reward": v for r, v in role_rewards(trajs, self.flow.credit).items()})
         return row
 
-    def _roll_outs(self, tasks, sample_seed: int) -> list[Trajectory]:
+    def _encoder_memo(self) -> EncoderMemo | None:
+        """A memo of the step's encoder passes (:class:`~constrained_decoding.encoder_memo.EncoderMemo`):
+        the sampler reads each distinct prompt once, with gradients, and 3 back-propagates through
+        those states instead of reading the prompts again. Only where 3 is one forward of the one
+        policy that sampled, as it sampled: an encoder-decoder planner, no role adapters, no
+        sharding, no ``flow.score_batch`` chunks, no mixed precision; None otherwise."""
+        plain = (self.planner.is_encoder_decoder and self.roles is None and not self.state.sharding.sharded
+                 and self.score_batch is None and getattr(self.acc, "mixed_precision", "no") == "no")
+        return EncoderMemo() if plain else None
+
+    def _roll_outs(self, tasks, sample_seed: int, memo: EncoderMemo | None = None) -> list[Trajectory]:
         """The K passes of every query, run together (:class:`~rltf.flows.engine.batching.PassBatch`,
         ``flow.backend.batch_size`` passes at a time: each backend call decodes their pending
         decisions in one batch), each sampling with its own generator seeded from
@@ -198,19 +215,27 @@ class FlowRLTFTrainer:
                 g.manual_seed(int(np.random.default_rng([sample_seed, ti, k]).integers(2**62)))
                 generators.append(g)
                 jobs.append(lambda backend, task_id=task.id: roll_out(self.method, self.env, task_id, backend, self.flow))
-        return PassBatch(self.backend, self.flow.backend.batch_size).run(jobs, generators)
+        if memo is None:
+            return PassBatch(self.backend, self.flow.backend.batch_size).run(jobs, generators)
+        self.backend.encoder_memo = memo
+        try:
+            return PassBatch(self.backend, self.flow.backend.batch_size).run(jobs, generators)
+        finally:
+            self.backend.encoder_memo = None
 
-    def _scored(self, model, decisions) -> torch.Tensor:
+    def _scored(self, model, decisions, memo: EncoderMemo | None = None) -> torch.Tensor:
         """log π_c of every decision under ``model`` now (per role's adapter with ``roles: lora``).
         A choice with one option has log π_c = 0 whatever the weights: it is not run through the
-        model (under FSDP every decision is, so that every process makes the same forward calls)."""
+        model (under FSDP every decision is, so that every process makes the same forward calls).
+        ``memo``: the encoder states the sampler read the prompts with (see :meth:`_encoder_memo`)."""
         sharded = self.state.sharding.sharded
         forced = [not sharded and _forced(d) for d in decisions]
         live = [d for d, f in zip(decisions, forced) if not f]
         if not live:
             return torch.zeros(len(decisions), device=self.acc.device, requires_grad=True)
         if self.roles is None:
-            lp = rescore(model, self.planner.tokenizer, [d.completion for d in live], through_forward=sharded)
+            lp = rescore(model, self.planner.tokenizer, [d.completion for d in live], through_forward=sharded,
+                         encoder_memo=memo)
         else:
             lp = self.roles.rescore(model, self.planner.tokenizer, live, through_forward=sharded)
         if not any(forced):
