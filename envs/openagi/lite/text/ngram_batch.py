@@ -123,24 +123,24 @@ class CandidateProbs:
         counts = self._dense(self.after2.get(r))[cands]
         new = self._interp(2, counts, self.total2[cands], self.types2[cands], p)
         p = np.where(self.seen2[cands], new, p)
-        ctx = self.ctx3_by_first.get(a)
-        if ctx is not None:
-            total, types, seen = ctx
-            counts = self._dense(self.next3_by_first.get((a, r)))[cands]
-            p = np.where(seen[cands], self._interp(3, counts, total[cands], types[cands], p), p)
-        return p
+        return self._trigram(self.ctx3_by_first.get(a), self.next3_by_first.get((a, r)), cands, p)
 
     def two_after_candidates(self, word: str, second: str, cands: np.ndarray) -> np.ndarray:
         """``P(word | w, second)`` for each candidate id ``w``."""
         r, b = self.id_of(word), self.id_of(second)
         p0 = self._scalar_level(2, word, (second,), float(self.level1[r]))
         p = np.full(len(cands), p0)
-        ctx = self.ctx3_by_second.get(b)
-        if ctx is not None:
-            total, types, seen = ctx
-            counts = self._dense(self.next3_by_second.get((b, r)))[cands]
-            p = np.where(seen[cands], self._interp(3, counts, total[cands], types[cands], p), p)
-        return p
+        return self._trigram(self.ctx3_by_second.get(b), self.next3_by_second.get((b, r)), cands, p)
+
+    def _trigram(self, ctx, following, cands: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """``p`` interpolated with the trigram level where the candidate's context was seen: ``ctx``
+        (context totals, types and seen flags by candidate id, or None) and ``following`` (the counts
+        of the predicted word after each context)."""
+        if ctx is None:
+            return p
+        total, types, seen = ctx
+        counts = self._dense(following)[cands]
+        return np.where(seen[cands], self._interp(3, counts, total[cands], types[cands], p), p)
 
 
 def log_list(p: np.ndarray) -> np.ndarray:
