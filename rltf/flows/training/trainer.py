@@ -215,8 +215,6 @@ class FlowRLTFTrainer:
                 g.manual_seed(int(np.random.default_rng([sample_seed, ti, k]).integers(2**62)))
                 generators.append(g)
                 jobs.append(lambda backend, task_id=task.id: roll_out(self.method, self.env, task_id, backend, self.flow))
-        if memo is None:
-            return PassBatch(self.backend, self.flow.backend.batch_size).run(jobs, generators)
         self.backend.encoder_memo = memo
         try:
             return PassBatch(self.backend, self.flow.backend.batch_size).run(jobs, generators)
