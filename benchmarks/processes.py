@@ -2,8 +2,8 @@
 
 Each launch is the README's CPU launch of the main job, ``ACCELERATE_USE_CPU=true torchrun
 --standalone --nproc_per_node N train/rltf.py``, with ``OMP_NUM_THREADS=1`` (one thread per process),
-on a short default job (``configs/default.yaml`` with ``rltf.steps=--steps``; every stage: zero/few-shot,
-SFT, RLTF, held-out evaluation). Every process runs this file's ``--worker`` mode, which is
+on a short default job (``configs/default.yaml`` with ``rltf.steps=--steps`` and ``rltf.eval_every=0``;
+every stage but fine-tuning, see below: zero/few-shot, RLTF, held-out evaluation). Every process runs this file's ``--worker`` mode, which is
 ``train/rltf.py``'s ``main`` with the RLTF stage timed (wall time between barriers, and each
 process's own CPU time, ``time.process_time``) and each process's CPU time for the whole job.
 
@@ -20,13 +20,29 @@ Printed per launch and as 2-process / 1-process ratios:
   done twice); the RLTF stage's share of it;
 * ``cache hit rate`` — the train env's execution cache on the main process after the last step.
 
+Both launches start RLTF from the same fine-tuned planner: the benchmark first runs ``train/sft.py``
+once (one process) and both launches load it (``planner.model=<its sft dir> sft.enabled=false``).
+Without that each launch fine-tunes its own, and the planners differ (float summation order through
+the all-reduce over 20 epochs): their RLTF stages then sample different plans and do different work.
+
+Each process also times its steps' phases (wall and CPU per step, summed over the steps): sampling,
+the reward, the update (backward, clipping and the optimizer step) and, inside the update, the
+gradient all-reduce, whose wall time is mostly waiting for the slower process. Printed per process.
+
+``--repeats R`` runs the pair R times (1, 2, 1, 2, ...) and prints each ratio's median.
+
+The cores' own ceiling is measured in the same run: a fixed CPU workload (Python loops, small
+matrix products, a memory-bound update; ``ceiling``) on one process, then on two at once; the
+ratio of their throughputs is what two processes can give on these cores at best (on the 2-core
+machine of the README two busy processes slow each other: shared caches and memory bandwidth).
+
 Both launches read the same on-disk oracle store (``envs/openagi/oracle/store.py``): the first fills
 what is missing, so job CPU compares the jobs with a warm oracle (``RLTF_ORACLE_CACHE=0`` in the
 environment: both search it, each process its share of the held-out tasks).
 
-    python benchmarks/processes.py [--steps 10] [--processes 2] [key=value ...]
+    python benchmarks/processes.py [--steps 30] [--processes 2] [--repeats 1] [key=value ...]
 
-The last line is ``2/1 processes: plans/s <wall ratio> (CPU <cpu ratio>), job CPU <ratio>``.
+The last line is ``2/1 processes: plans/s <wall ratio> (CPU <cpu ratio>), job CPU <ratio>; cores' ceiling <ratio>``.
 """
 
 from __future__ import annotations
@@ -45,17 +61,45 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------------------------ the worker
+PHASES = ("sample", "reward", "update", "all_reduce")
+
+
+class PhaseClock:
+    """Wall and CPU seconds per phase, summed over the RLTF steps of one process."""
+
+    def __init__(self):
+        self.wall = dict.fromkeys(PHASES, 0.0)
+        self.cpu = dict.fromkeys(PHASES, 0.0)
+
+    def wrap(self, phase: str, fn):
+        def timed(*args, **kwargs):
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.wall[phase] += time.perf_counter() - wall
+                self.cpu[phase] += time.process_time() - cpu
+        return timed
+
+
 def worker(out: Path, job_args: list[str]) -> None:
-    """One process of the launch: ``train/rltf.py``'s main with the RLTF stage timed."""
+    """One process of the launch: ``train/rltf.py``'s main with the RLTF stage and its phases timed."""
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from rltf.rl import trainer
+    from rltf.run import distributed
     from rltf.stages import plan_job
     from train import rltf as recipe
 
     timing: dict = {}
     train_rltf = plan_job.train_rltf
+    clock = PhaseClock()
+    trainer.sample_plans = clock.wrap("sample", trainer.sample_plans)
+    trainer.update = clock.wrap("update", trainer.update)
+    distributed.all_reduce_grads = clock.wrap("all_reduce", distributed.all_reduce_grads)
 
     def timed_train_rltf(run, planner, envs):
+        envs.train.reward_plans = clock.wrap("reward", envs.train.reward_plans)
         run.acc.wait_for_everyone()
         wall, cpu = time.perf_counter(), time.process_time()
         history = train_rltf(run, planner, envs)
@@ -64,7 +108,8 @@ def worker(out: Path, job_args: list[str]) -> None:
         timing.update(rltf_wall_s=time.perf_counter() - wall, rank=run.acc.process_index,
                       world=run.acc.num_processes, steps=len(history),
                       plans=len(history) * run.cfg.rltf.tasks_per_batch * run.cfg.rltf.k_samples,
-                      step_plans_per_s=statistics.median(r["train/plans_per_s"] for r in history))
+                      step_plans_per_s=statistics.median(r["train/plans_per_s"] for r in history),
+                      phase_wall_s=dict(clock.wall), phase_cpu_s=dict(clock.cpu))
         stats = envs.train.cache_stats()
         timing["own_cache_hit_rate"] = stats.hit_rate if stats else None
         return history
@@ -76,11 +121,23 @@ def worker(out: Path, job_args: list[str]) -> None:
 
 
 # ------------------------------------------------------------------------------ the launches
+ENV = {"ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def fine_tune(out: Path, job_args: list[str]) -> Path:
+    """``train/sft.py`` on one process: the fine-tuned planner both launches start RLTF from."""
+    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "train" / "sft.py"), f"output_dir={out}", "run_name=start",
+                           "logging.progress_bar=false", *job_args], env=env, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"train/sft.py failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return out / "start" / "sft"
+
+
 def launch(processes: int, out: Path, job_args: list[str]) -> dict:
     """The main job on ``processes`` CPU processes; what its workers measured, and its last line."""
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
-           "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
            str(Path(__file__).resolve()), "--worker", str(out), "--", *job_args]
     wall = time.perf_counter()
@@ -99,34 +156,82 @@ def launch(processes: int, out: Path, job_args: list[str]) -> dict:
             "rltf_cpu_s": sum(r["rltf_cpu_s"] for r in ranks),
             "job_cpu_s": sum(r["job_cpu_s"] for r in ranks),
             "cache_hit_rate": main["own_cache_hit_rate"],
+            "phases": [{"wall": r["phase_wall_s"], "cpu": r["phase_cpu_s"]} for r in ranks],
             "last_line": proc.stdout.strip().splitlines()[-1]}
 
 
-def report(runs: list[dict]) -> dict:
-    one, many = runs[0], runs[-1]
-    print(f"main job (configs/default.yaml), {one['steps']} RLTF steps x {one['plans'] // max(one['steps'], 1)} plans; "
-          "one thread per process; CPU s = process CPU time (time.process_time), summed over processes")
+# ------------------------------------------------------------------------------ the cores' ceiling
+def ceiling_work() -> float:
+    """A fixed CPU workload like a step's (Python loops, small matrix products, a memory-bound
+    update), one thread; its wall seconds."""
+    import torch
+
+    torch.set_num_threads(1)
+    a, big = torch.randn(128, 128), torch.randn(2_000_000)
+    start = time.perf_counter()
+    x = 0
+    for i in range(1_500_000):
+        x += i * i
+    for _ in range(1500):
+        a = torch.tanh(a @ a)
+    for _ in range(100):
+        big.mul_(1.0000001).add_(1e-9)
+    return time.perf_counter() - start
+
+
+def ceiling(processes: int) -> float:
+    """Throughput of ``processes`` copies of :func:`ceiling_work` run at once over one copy alone."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--ceiling-work"]
+    env = {**os.environ, **ENV}
+
+    def walls(n: int) -> list[float]:
+        procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) for _ in range(n)]
+        return [float(p.communicate()[0]) for p in procs]
+
+    one = statistics.median(walls(1)[0] for _ in range(3))
+    many = statistics.median(max(walls(processes)) for _ in range(3))
+    return processes * one / many
+
+
+# ------------------------------------------------------------------------------ the report
+def report(pairs: list[list[dict]], ceiling_ratio: float) -> dict:
+    one, many = pairs[-1]
+    print(f"main job (configs/default.yaml) from one fine-tuned planner, {one['steps']} RLTF steps x "
+          f"{one['plans'] // max(one['steps'], 1)} plans; one thread per process; CPU s = process CPU time "
+          "(time.process_time), summed over processes")
     print()
     print("| processes | RLTF plans/s (wall) | per step (wall, median) | RLTF plans/s (CPU) | RLTF CPU s | job CPU s | "
           "job wall s | cache hit rate |")
     print("|---|---|---|---|---|---|---|---|")
-    for r in runs:
-        print(f"| {r['processes']} | {r['plans_per_s_wall']:.1f} | {r['step_plans_per_s']:.1f} | "
-              f"{r['plans_per_s_cpu']:.1f} | {r['rltf_cpu_s']:.1f} | "
-              f"{r['job_cpu_s']:.1f} | {r['job_wall_s']:.0f} | {r['cache_hit_rate']:.2f} |")
+    for pair in pairs:
+        for r in pair:
+            print(f"| {r['processes']} | {r['plans_per_s_wall']:.1f} | {r['step_plans_per_s']:.1f} | "
+                  f"{r['plans_per_s_cpu']:.1f} | {r['rltf_cpu_s']:.1f} | "
+                  f"{r['job_cpu_s']:.1f} | {r['job_wall_s']:.0f} | {r['cache_hit_rate']:.2f} |")
     print()
-    for r in runs:
+    print("phases of the RLTF steps (last pair), seconds summed over the steps, wall / CPU:")
+    print("| processes | process | " + " | ".join(PHASES) + " |")
+    print("|---|---|" + "---|" * len(PHASES))
+    for r in (one, many):
+        for rank, ph in enumerate(r["phases"]):
+            print(f"| {r['processes']} | {rank} | " +
+                  " | ".join(f"{ph['wall'][k]:.2f} / {ph['cpu'][k]:.2f}" for k in PHASES) + " |")
+    print()
+    for r in (one, many):
         print(f"{r['processes']} process(es): {r['last_line']}")
-    ratios = {"plans_per_s_wall": many["plans_per_s_wall"] / one["plans_per_s_wall"],
-              "plans_per_s_cpu": many["plans_per_s_cpu"] / one["plans_per_s_cpu"],
-              "step_plans_per_s": many["step_plans_per_s"] / one["step_plans_per_s"],
-              "rltf_cpu": many["rltf_cpu_s"] / one["rltf_cpu_s"],
-              "job_cpu": many["job_cpu_s"] / one["job_cpu_s"]}
+    keys = {"plans_per_s_wall": "plans_per_s_wall", "plans_per_s_cpu": "plans_per_s_cpu",
+            "step_plans_per_s": "step_plans_per_s", "rltf_cpu": "rltf_cpu_s", "job_cpu": "job_cpu_s"}
+    each = [{k: b[v] / a[v] for k, v in keys.items()} for a, b in pairs]
+    ratios = {k: statistics.median(e[k] for e in each) for k in keys}
+    ratios["ceiling"] = ceiling_ratio
     n = many["processes"]
+    if len(pairs) > 1:
+        print(f"{n}/1 plans/s per pair: " + ", ".join(f"{e['plans_per_s_wall']:.2f}" for e in each) +
+              f" (medians below, {len(pairs)} pairs)")
     print(f"{n}/1: RLTF CPU {ratios['rltf_cpu']:.2f}, plans/s per step (wall) {ratios['step_plans_per_s']:.2f}")
     print(f"{n}/1 processes: plans/s {ratios['plans_per_s_wall']:.2f} (CPU {ratios['plans_per_s_cpu']:.2f}), "
-          f"job CPU {ratios['job_cpu']:.2f}")
-    return {"runs": runs, "ratios": ratios}
+          f"job CPU {ratios['job_cpu']:.2f}; cores' ceiling {ceiling_ratio:.2f}")
+    return {"pairs": pairs, "ratios": ratios}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -134,18 +239,26 @@ def main(argv: list[str] | None = None) -> dict:
     if argv[:1] == ["--worker"]:
         worker(Path(argv[1]), argv[3:] if argv[2:3] == ["--"] else argv[2:])
         return {}
+    if argv[:1] == ["--ceiling-work"]:
+        print(ceiling_work())
+        return {}
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=10, help="rltf.steps of the short job")
+    ap.add_argument("--steps", type=int, default=30, help="rltf.steps of the short job")
     ap.add_argument("--processes", type=int, default=2, help="the launch compared with one process")
-    ap.add_argument("overrides", nargs="*", help="more key=value overrides of the job (both launches)")
+    ap.add_argument("--repeats", type=int, default=1, help="pairs of launches (1, then --processes)")
+    ap.add_argument("overrides", nargs="*", help="more key=value overrides of the job (every launch)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        runs = []
-        for n in (1, args.processes):
-            job = [f"output_dir={tmp}", f"run_name=p{n}", f"rltf.steps={args.steps}", "logging.progress_bar=false",
-                   *args.overrides]
-            runs.append(launch(n, Path(tmp) / f"p{n}-timing", job))
-        return report(runs)
+        start = fine_tune(Path(tmp), args.overrides)
+        pairs = []
+        for rep in range(args.repeats):
+            pair = []
+            for n in (1, args.processes):
+                job = [f"output_dir={tmp}", f"run_name=p{n}-{rep}", f"rltf.steps={args.steps}", "rltf.eval_every=0",
+                       "logging.progress_bar=false", f"planner.model={start}", "sft.enabled=false", *args.overrides]
+                pair.append(launch(n, Path(tmp) / f"p{n}-{rep}-timing", job))
+            pairs.append(pair)
+        return report(pairs, ceiling(args.processes))
 
 
 if __name__ == "__main__":

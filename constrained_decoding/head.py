@@ -21,6 +21,7 @@ from torch import nn
 from transformers.modeling_outputs import BaseModelOutput
 
 if TYPE_CHECKING:
+    from constrained_decoding.gathered_rows import GatheredRows
     from constrained_decoding.tables import StateTables
 
 HeadMode = Literal["auto", "restricted", "full"]
@@ -52,14 +53,16 @@ class OutputHead:
                 _PROBED[model] = self._probe(model, encoder_decoder)
             self.restricted = _PROBED[model]
 
-    def allowed_logits(self, feats: torch.Tensor, tables: StateTables, state: torch.Tensor) -> torch.Tensor:
+    def allowed_logits(self, feats: torch.Tensor, tables: StateTables, state: torch.Tensor,
+                       rows: GatheredRows | None = None) -> torch.Tensor:
         """Logits (float32) ``[..., D]`` of the tokens grammar states ``state[...]`` allow, from features ``feats[..., F]``.
 
         Restricted heads multiply the features by the output rows of ``tables.vocab`` only (the
-        few hundred ids the grammars can emit), then gather each state's slots."""
+        few hundred ids the grammars can emit), then gather each state's slots; ``rows``: those
+        rows are read from a call's gathered rows (:mod:`constrained_decoding.gathered_rows`)."""
         if not self.restricted:
             return feats.gather(-1, tables.allowed[state]).float()
-        w = self.weight.index_select(0, tables.vocab)
+        w = self.weight.index_select(0, tables.vocab) if rows is None else rows.output_rows(tables.vocab)
         z = torch.matmul(feats.to(w.dtype), w.t())
         if self.bias is not None:
             z = z + self.bias.index_select(0, tables.vocab)

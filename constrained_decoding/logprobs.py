@@ -77,6 +77,7 @@ def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars:
             row_plan.append(j)
             row_of.append(seen[key])
     runner.expect_rows(row_prompt)  # a prompt several rows read is read once, for every bucket
+    runner.gather_rows(tables.vocab, rows)  # the token matrix's rows every bucket reads, read once
     dev = runner.device
     sink = int(torch.nonzero(tables.final)[0])  # a sink has one valid slot: padding scores exactly 0
     row_lp = torch.zeros(len(rows), device=dev)

@@ -20,6 +20,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutput
 
 from constrained_decoding.encoder_memo import EncoderMemo
+from constrained_decoding.gathered_rows import GatheredRows, gathered_rows
 from constrained_decoding.head import HeadMode, OutputHead
 from constrained_decoding.kv_rows import RowBatch, RowFork
 from constrained_decoding.prompts import encode_prompts
@@ -117,11 +118,20 @@ class PlannerRunner:
                 hidden, mask = hidden.index_select(0, expand), mask.index_select(0, expand)
             self.enc_hidden, self.enc_mask = hidden, mask
         self._prefix: SharedPrefix | None = None  # causal teacher forcing: the distinct prompts' cache (made once)
+        self.gathered: GatheredRows | None = None  # teacher forcing: the token rows a scoring call reads (gather_rows)
         self.batch: RowBatch | None = None  # the running rows (see start / add_rows / step / select)
 
     def allowed_logits(self, feats: torch.Tensor, tables: StateTables, state: torch.Tensor) -> torch.Tensor:
         """Logits (float32) ``[..., D]`` of the tokens grammar states ``state[...]`` allow (see :class:`OutputHead`)."""
-        return self.head.allowed_logits(feats, tables, state)
+        return self.head.allowed_logits(feats, tables, state, self.gathered)
+
+    def gather_rows(self, vocab: torch.Tensor, rows: Sequence[Sequence[int]]) -> None:
+        """Before teacher-forcing ``rows`` under grammars emitting ``vocab``: read the token matrix's
+        rows they need once (:mod:`constrained_decoding.gathered_rows`; where it applies: an
+        encoder-decoder planner with a restricted head tied to its input embedding, gradients on)."""
+        if self.encoder_decoder and self.restricted and not self.through_forward:
+            tokens = torch.as_tensor([t for r in rows for t in r] + [self.decoder_start, self.pad_id], dtype=torch.long)
+            self.gathered = gathered_rows(self.model, self.head.weight, [vocab, tokens])
 
     def context_len(self, prompt: int) -> int:
         """Cache positions a row holds before its own tokens: the decoder start (T5) or its prompt."""
@@ -300,7 +310,8 @@ class PlannerRunner:
             enc = self.enc_hidden.index_select(0, prompt_idx)  # type: ignore[union-attr]
             enc_mask = self.enc_mask.index_select(0, prompt_idx)  # type: ignore[union-attr]
             if self.restricted:
-                h = self.model.get_decoder()(input_ids=dec, attention_mask=mask, encoder_hidden_states=enc,
+                tokens = dict(input_ids=dec) if self.gathered is None else dict(inputs_embeds=self.gathered.embed(dec))
+                h = self.model.get_decoder()(**tokens, attention_mask=mask, encoder_hidden_states=enc,
                                              encoder_attention_mask=enc_mask).last_hidden_state
                 return h * self.head.scale
             return self.model(encoder_outputs=BaseModelOutput(last_hidden_state=enc), attention_mask=enc_mask,

@@ -129,3 +129,68 @@ def test_gradients_are_averaged_in_buckets_as_one_call_per_parameter_would(monke
             torch.testing.assert_close(p.grad, expected[n], rtol=0, atol=0)
         else:
             assert p.grad is None
+
+
+class _ThreadPair:
+    """An accelerator stand-in for one of two processes run as threads: ``reduce`` sums (or
+    averages) the tensors both threads hand in, in process order, as a real all-reduce would."""
+
+    num_processes = 2
+
+    def __init__(self, index: int, shared: dict, barrier):
+        self.process_index, self.shared, self.barrier = index, shared, barrier
+
+    def reduce(self, t, reduction):
+        self.shared[self.process_index] = t.clone()
+        self.barrier.wait()
+        total = self.shared[0] + self.shared[1]
+        self.barrier.wait()
+        return total if reduction == "sum" else total / 2
+
+
+def test_row_sparse_gradients_are_averaged_exactly_as_dense_ones(monkeypatch):
+    """A large gradient (a token embedding) is averaged over the rows some process touched only:
+    every parameter's averaged gradient equals the plain mean of the two processes' gradients,
+    bit for bit, rows neither touched included."""
+    import threading
+
+    import torch
+
+    from rltf.run import distributed
+
+    monkeypatch.setattr(distributed, "ROW_SPARSE_MIN_ROWS", 50)
+
+    def model_with_grads(tokens):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Embedding(60, 4), torch.nn.Linear(4, 3))
+        model(torch.tensor(tokens)).sum().backward()
+        return model
+
+    tokens = ([1, 5, 5, 9], [5, 17, 40])  # process 0 and 1 touch different rows, sharing row 5
+    models = [model_with_grads(t) for t in tokens]
+    expected = [(a.grad + b.grad) / 2 for a, b in zip(models[0].parameters(), models[1].parameters())]
+    calls = [0, 0]
+    shared, barrier = {}, threading.Barrier(2)
+
+    def run(i):
+        acc = _ThreadPair(i, shared, barrier)
+        reduce = acc.reduce
+
+        def counted(t, reduction):
+            calls[i] += 1
+            return reduce(t, reduction)
+
+        acc.reduce = counted
+        distributed.all_reduce_grads(acc, models[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [2, 2]  # the row flags, then one bucket
+    for model in models:
+        for p, want in zip(model.parameters(), expected):
+            torch.testing.assert_close(p.grad, want, rtol=0, atol=0)
+        touched = torch.nonzero(model[0].weight.grad.abs().sum(1)).flatten().tolist()
+        assert touched == [1, 5, 9, 17, 40]
