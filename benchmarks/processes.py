@@ -30,6 +30,8 @@ the reward, the update (backward, clipping and the optimizer step) and, inside t
 gradient all-reduce, whose wall time is mostly waiting for the slower process. Printed per process.
 
 ``--repeats R`` runs the pair R times (1, 2, 1, 2, ...) and prints each ratio's median.
+``--by-task`` runs the 2-process launches with each process executing its own tasks' plans itself
+(the code before the execution was shared by sample: ``envs/openagi/split_rewards.py``).
 
 The cores' own ceiling is measured in the same run: a fixed CPU workload (Python loops, small
 matrix products, a memory-bound update; ``ceiling``) on one process, then on two at once; the
@@ -86,6 +88,10 @@ def worker(out: Path, job_args: list[str]) -> None:
     """One process of the launch: ``train/rltf.py``'s main with the RLTF stage and its phases timed."""
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if os.environ.get(BY_TASK) == "1":
+        from envs.openagi.env import OpenAGIEnv
+
+        OpenAGIEnv.split_reward_plans = None  # rltf.rl.steps.execute: each process executes its own plans
     from rltf.rl import trainer
     from rltf.run import distributed
     from rltf.stages import plan_job
@@ -122,6 +128,7 @@ def worker(out: Path, job_args: list[str]) -> None:
 
 # ------------------------------------------------------------------------------ the launches
 ENV = {"ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+BY_TASK = "RLTF_BENCH_BY_TASK"
 
 
 def fine_tune(out: Path, job_args: list[str]) -> Path:
@@ -134,10 +141,10 @@ def fine_tune(out: Path, job_args: list[str]) -> Path:
     return out / "start" / "sft"
 
 
-def launch(processes: int, out: Path, job_args: list[str]) -> dict:
+def launch(processes: int, out: Path, job_args: list[str], by_task: bool = False) -> dict:
     """The main job on ``processes`` CPU processes; what its workers measured, and its last line."""
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), BY_TASK: "1" if by_task else "0"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
            str(Path(__file__).resolve()), "--worker", str(out), "--", *job_args]
     wall = time.perf_counter()
@@ -246,6 +253,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--steps", type=int, default=30, help="rltf.steps of the short job")
     ap.add_argument("--processes", type=int, default=2, help="the launch compared with one process")
     ap.add_argument("--repeats", type=int, default=1, help="pairs of launches (1, then --processes)")
+    ap.add_argument("--by-task", action="store_true", help="processes execute their own tasks' plans themselves")
     ap.add_argument("overrides", nargs="*", help="more key=value overrides of the job (every launch)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -256,7 +264,7 @@ def main(argv: list[str] | None = None) -> dict:
             for n in (1, args.processes):
                 job = [f"output_dir={tmp}", f"run_name=p{n}-{rep}", f"rltf.steps={args.steps}", "rltf.eval_every=0",
                        "logging.progress_bar=false", f"planner.model={start}", "sft.enabled=false", *args.overrides]
-                pair.append(launch(n, Path(tmp) / f"p{n}-{rep}-timing", job))
+                pair.append(launch(n, Path(tmp) / f"p{n}-{rep}-timing", job, args.by_task))
             pairs.append(pair)
         return report(pairs, ceiling(args.processes))
 

@@ -258,6 +258,14 @@ class OpenAGIEnv(gym.Env):
         """A plan in the canonical syntax (text is returned as it is)."""
         return plan if isinstance(plan, str) else format_plan(plan)
 
+    def split_reward_plans(self, pairs: Sequence[tuple[int | str | Task, str | Plan]], rng: np.random.Generator,
+                           exchange, process: int, processes: int) -> list[PlanResult]:
+        """:meth:`reward_plans` of this process's pairs, every process executing its own samples of
+        every process's plans (:mod:`envs.openagi.split_rewards`; all processes call it at once)."""
+        from envs.openagi.split_rewards import split_reward_plans
+
+        return split_reward_plans(self, pairs, rng, exchange, process, processes)
+
     def parse_free_text(self, task: int | str | Task, text: str) -> str | Plan:
         """OpenAGI's mapping of free text onto a valid plan (MiniLM sentence similarity,
         :func:`envs.openagi.freeform.map_free_text_to_plan`); the text itself when it maps onto none."""

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from rltf.rl.baselines import Baseline, normalize
-from rltf.run.distributed import advance_schedule
+from rltf.run.distributed import advance_schedule, gather_objects
 
 if TYPE_CHECKING:
     from rltf.config.sections import RltfSettings
@@ -101,6 +101,18 @@ def task_shard(task_ids: list[int], process_index: int, num_processes: int) -> l
         raise ValueError(f"{len(task_ids)} train task(s) for {num_processes} processes: every process needs a task "
                          f"of its own; launch at most {len(task_ids)} processes")
     return part
+
+
+# ------------------------------------------------------------------------------ the rewards
+def execute(env, pairs: list, rng: np.random.Generator, accelerator) -> list:
+    """The env's results for this process's (task, plan) pairs (``env.reward_plans``). With several
+    processes, an env that splits its execution by sample (``env.split_reward_plans``, OpenAGI's:
+    :mod:`envs.openagi.split_rewards`) has every process execute its own samples of every process's
+    plans, so no process waits for the one whose tasks cost most; the rewards are the same."""
+    split = getattr(env, "split_reward_plans", None)
+    if accelerator.num_processes == 1 or split is None:
+        return env.reward_plans(pairs, rng=rng)
+    return split(pairs, rng, gather_objects, accelerator.process_index, accelerator.num_processes)
 
 
 # ------------------------------------------------------------------------ 2. the loss weights

@@ -7,7 +7,8 @@ One step, top to bottom (:meth:`RLTFTrainer.train_step`):
    tasks: :func:`rltf.rl.steps.draw_step`);
 2. sample ``k_samples`` plans per task from π_c — the constrained, renormalised distribution;
 3. execute them in the environment (cached): reward R in [0, 1] per plan (and the env's report of
-   the experts that failed: ``env.expert_failures``);
+   the experts that failed: ``env.expert_failures``); with several processes an env that can
+   (OpenAGI's) shares the execution by sample (:func:`rltf.rl.steps.execute`);
 4. log π_c(plan) recomputed teacher-forced WITH gradients under the same grammar masks and
    temperature the sampler used (and log π_ref(plan) for a KL penalty);
 5. loss weights (:func:`rltf.rl.steps.loss_weights`): advantage A = R − b with the configured
@@ -51,7 +52,7 @@ from constrained_decoding.logprobs import plan_logprobs
 from rltf.config.loading import RunConfig
 from rltf.planners.planner import Planner
 from rltf.rl.objectives import clipped_surrogate
-from rltf.rl.steps import StepBatch, clipped_passes, draw_step, loss_weights, step_metrics, update
+from rltf.rl.steps import StepBatch, clipped_passes, draw_step, execute, loss_weights, step_metrics, update
 from rltf.rl.training_state import TrainingState
 from rltf.run.distributed import Sharding
 
@@ -102,7 +103,7 @@ class RLTFTrainer:
         plans = [d for ds in decoded for d in ds]
 
         # 3. rewards from executing the plans (the parsed plans: checked once, formatted once)
-        results = env.reward_plans([(t, d.plan) for t, d in zip(plan_tasks, plans)], rng=draw.env_rng)
+        results = execute(env, [(t, d.plan) for t, d in zip(plan_tasks, plans)], draw.env_rng, acc)
         rewards = np.array([r.reward if math.isfinite(r.reward) else 0.0 for r in results])
         expert_error_rate, failures = env.expert_failures(results)
         for text in failures:  # a broken expert or cache would otherwise only show as lower rewards

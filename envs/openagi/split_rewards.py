@@ -1,0 +1,103 @@
+"""A step's rewards computed by several processes together, each executing its own samples.
+
+With several training processes each process samples plans for its own tasks, and executing them
+was its own work too: the processes waited for the one whose tasks cost most (the lite suite's
+summarisation task alone costs as much as ten image tasks). :func:`split_reward_plans` splits the
+execution by *sample* instead: sample ``i`` of task ``t`` is executed by process ``(t + i) mod
+processes`` (:func:`sample_owner`), for the plans of every process, so each process does about
+half of every task's work, and a (task, sample) pair is still only ever executed and cached by one
+process (the execution and score caches do not overlap).
+
+One call, on every process at once (``exchange`` is an all-gather of Python objects):
+
+1. each process draws its plans' sample subsets as :meth:`OpenAGIEnv.reward_plans` draws them
+   (one subset per task, from ``rng``, in the order the tasks first appear) and checks its plans;
+2. the (task, plan, subset) lists are exchanged; each process scores every plan on the samples of
+   its subset that it owns (:meth:`OpenAGIEnv.reward_plans` on the task cut to those samples);
+3. the per-sample scores and errors are exchanged; each process puts its own plans' results
+   together: the scores in subset order and their mean, the reward :meth:`OpenAGIEnv.reward_plans`
+   computes.
+
+A sample's score is a pure function of (task, sample, plan), so the rewards are those of one
+process scoring the plans itself; experts that batch samples give the same per-sample outputs
+whatever the batch (tested for the batched image experts), except the MiniLM text similarity,
+whose float32 embeddings move by ~1e-8 with the padding of the batch they were computed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["sample_owner", "split_reward_plans"]
+
+
+def sample_owner(task_id: int, sample_index: int, processes: int) -> int:
+    """The process that executes sample ``sample_index`` of task ``task_id``."""
+    return (task_id + sample_index) % processes
+
+
+def split_reward_plans(env, pairs: Sequence[tuple[Any, Any]], rng: np.random.Generator,
+                       exchange: Callable[[Any], list[Any]], process: int, processes: int) -> list:
+    """:meth:`OpenAGIEnv.reward_plans` of this process's ``pairs`` with the execution shared by all
+    ``processes`` (see the module docstring); every process calls it at the same time."""
+    tasks = [env.get_task(t) for t, _ in pairs]
+    subsets: dict[int, list[int]] = {}  # task id -> the indices of the samples its plans are scored on
+    for task in tasks:
+        if task.id not in subsets:
+            index = {s.uid: i for i, s in enumerate(task.samples)}
+            subsets[task.id] = [index[s.uid] for s in env.samples_for(task, rng)]
+    # the plans checked (and formatted) here, on no sample: what an invalid plan's result is
+    checked = env.reward_plans([(_cut(task, []), plan) for task, (_, plan) in zip(tasks, pairs)])
+    mine = [(task.id, plan, subsets[task.id] if r.valid else []) for task, (_, plan), r in zip(tasks, pairs, checked)]
+    # per call (the env shares work between a call's plans: repeats, shared prefixes; one subset per
+    # task in a call): (process, index, samples here, the task cut to them, plan) of each plan
+    calls: list[list[tuple]] = []
+    for owner, items in enumerate(exchange(mine)):
+        for j, (task_id, plan, subset) in enumerate(items):
+            own = [i for i in subset if sample_owner(task_id, i, processes) == process]
+            if own:
+                _place(calls, (owner, j, own, task_id, plan), env)
+    scored = {}
+    for call in calls:
+        for (owner, j, own, _, _), r in zip(call, env.reward_plans([(task, plan) for *_, task, plan in call])):
+            scored[(owner, j)] = (own, r.scores, r.sample_errors)
+    parts = exchange(scored)
+    results = []
+    for j, ((task_id, _, subset), r) in enumerate(zip(mine, checked)):
+        if not r.valid:
+            results.append(r)
+            continue
+        score, error = {}, {}
+        for part in parts:
+            if (process, j) in part:
+                own, values, errors = part[(process, j)]
+                score.update(zip(own, values))
+                error.update(zip(own, errors))
+        scores = [score[i] for i in subset]
+        reward = float(np.mean(scores)) if scores else 0.0
+        results.append(dataclasses.replace(r, reward=reward if math.isfinite(reward) else 0.0, scores=scores,
+                                           sample_errors=[error[i] for i in subset]))
+    return results
+
+
+def _place(calls: list[list[tuple]], item: tuple, env) -> None:
+    """Add ``(owner, j, own, task_id, plan)`` to the first call where its task has the same samples
+    (or none yet), its task cut to them; a new call otherwise."""
+    owner, j, own, task_id, plan = item
+    for call in calls:
+        same = [c for c in call if c[3].id == task_id]
+        if not same or same[0][2] == own:
+            call.append((owner, j, own, same[0][3] if same else _cut(env.get_task(task_id), own), plan))
+            return
+    calls.append([(owner, j, own, _cut(env.get_task(task_id), own), plan)])
+
+
+def _cut(task, indices: Sequence[int]):
+    """``task`` holding only its samples ``indices`` (in that order): the env scores a plan on all of
+    a task's samples when it has no more than ``samples_per_step``, without drawing."""
+    return dataclasses.replace(task, samples=[task.samples[i] for i in indices])
