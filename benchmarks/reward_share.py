@@ -20,6 +20,9 @@ warm-started planner and take turns, step by step, in this one run:
   next, and ``env.cache_mib=0`` still means every step recomputes everything it needs.
 
 All see the same plans and must get the same rewards, step by step (checked, bit for bit).
+Each variant starts each step with the same MiniLM embedding table (the text metrics' text ->
+embedding cache, kept across the steps of a run): without that, the first variant of a step would
+pay for embedding the step's new texts and the others would find them cached.
 Each step's CPU time (process time, ``OMP_NUM_THREADS=1``) is split into ``reward`` (``env.reward_plans``:
 expert execution and metrics) and the rest (constrained sampling, log-prob scoring, update).
 Learned experts and the metric model are loaded before timing.
@@ -132,9 +135,16 @@ def main(argv: list[str] | None = None) -> None:
         print(f"default RL step: {cfg.rltf.tasks_per_batch} tasks x {cfg.rltf.k_samples} plans, "
               f"{cfg.env.samples_per_step} samples a plan, cold cache (env.cache_mib=0); "
               f"{args.warmup} warm-up + {args.steps} timed steps per variant, taking turns; CPU seconds, 1 thread")
+        from collections import OrderedDict
+
+        from envs.openagi.metrics.text import _minilm
+
+        embedder = _minilm()
         for step in range(args.warmup + args.steps):
             rewards = {}
+            embedded = OrderedDict(embedder.cache)
             for v in VARIANTS:
+                embedder.cache = OrderedDict(embedded)  # each variant embeds this step's new texts itself
                 before_reward = clocks[v].seconds
                 t0 = time.process_time()
                 trainers[v].train_step()

@@ -120,3 +120,54 @@ def test_lite_experts_give_the_same_results_shared_or_alone():
     want = results(OpenAGIEnv(tasks=tasks, cache_bytes=0, registry=registry, share_work=False), pairs)
     assert got == want
     assert len(pairs) > 30 and any(r["reward"] > 0 for r in got)
+
+
+def merging_env(share_work: bool) -> OpenAGIEnv:
+    """The toy env with two batch-invariant tools: Lower raises on a batch holding "boom", Tag returns
+    None (no usable output) for "C"."""
+    env = make_env(cache_bytes=0, share_work=share_work)
+
+    def lower(xs):
+        CALLS.append(("Lower", len(xs)))
+        if "boom" in xs:
+            raise RuntimeError("boom in batch")
+        return [x.lower() for x in xs]
+
+    def tag(xs):
+        CALLS.append(("Tag", len(xs)))
+        return [None if x == "C" else x + "!" for x in xs]
+    env.registry.register("Lower", "text", "text", lower, batch_invariant=True)
+    env.registry.register("Tag", "text", "text", tag, batch_invariant=True)
+    return env
+
+
+MERGED_PAIRS = [(0, "Tag"), (0, "Upper, Tag"), (2, "Tag"), (0, "Strip, Tag"), (0, "Tag, Upper"),
+                (2, "Lower, Tag"), (0, "Lower, Tag"), (0, "Tag"), (1, "(Tag) (Lower) Join")]
+
+
+def test_merged_requests_give_each_plans_own_results():
+    alone = merging_env(False)
+    want = results(alone, MERGED_PAIRS)
+    CALLS.clear()
+    env = merging_env(True)
+    got = results(env, MERGED_PAIRS)
+    assert got == want
+    assert got[1]["sample_errors"][1] == "Tag returned None"
+    assert got[5]["sample_errors"][1].startswith("Lower raised RuntimeError")
+    assert {n: vars(env.registry.health(n)) for n in ("Tag", "Lower")} == {
+        n: vars(alone.registry.health(n)) for n in ("Tag", "Lower")}
+    # the linear plans' first tools merged: Tag on tasks 0 and 2's 3 + 3 samples, answering three
+    # plans; Lower's merged call raises ("boom"), so each plan runs its own, isolating the sample.
+    # Tag after a tool that is not batch-invariant (Upper, Strip) and in a branch: each plan's own
+    tags = [c for c in CALLS if c[0] == "Tag"]
+    assert CALLS[:2] == [("Tag", 6), ("Lower", 6)]
+    assert tags == [("Tag", 6), ("Tag", 3), ("Tag", 3), ("Tag", 2), ("Tag", 3), ("Tag", 2)]
+
+
+def test_tools_are_merged_only_when_batch_invariant():
+    env = make_env(cache_bytes=0)
+    env.reward_plans([(0, "Upper"), (2, "Upper")])
+    assert CALLS == [("Upper", 3), ("Upper", 3)]
+    lite = build_lite_registry()
+    assert {t.name for t in lite if t.batch_invariant} == {
+        "Image Super Resolution", "Image Denoising", "Image Deblurring", "Colorization"}

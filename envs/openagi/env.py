@@ -211,7 +211,10 @@ class OpenAGIEnv(gym.Env):
             if task.id not in subsets:
                 subsets[task.id] = self.samples_for(task, rng)
         metric_answers: dict[tuple, list[float]] | None = {} if self.share_work else None
-        with self.executor.sharing() if self.share_work else nullcontext():
+        # with no execution cache, the call's linear plans' requests for batch-invariant tools are
+        # also merged across plans (with one, prefixes are shared through it across calls)
+        merge = [] if self.cache is not None or not self.share_work else _checked_plans(self, tasks, pairs, subsets)
+        with self.executor.sharing(merge) if self.share_work else nullcontext():
             return [self._reward_one(task, p, subsets[task.id], metric_answers)
                     for task, (_, p) in zip(tasks, pairs)]
 
@@ -325,6 +328,20 @@ class OpenAGIEnv(gym.Env):
     def _task_info(task: Task) -> dict[str, Any]:
         return {"task_id": task.id, "inputs": task.inputs, "target": task.target, "metric": task.metric,
                 "family": task.family}
+
+
+def _checked_plans(env: OpenAGIEnv, tasks: Sequence[Task], pairs, subsets: dict[int, list]) -> list[tuple]:
+    """(plan, samples) of each distinct valid plan of ``pairs`` (invalid ones are left out)."""
+    jobs: dict[tuple[int, str | Plan], tuple] = {}
+    for task, (_, action) in zip(tasks, pairs):
+        try:
+            key = (task.id, action)
+            if key not in jobs:
+                plan = parse_and_check(action, env.registry, task.inputs, task.target, env.limits)
+                jobs[key] = (plan, subsets[task.id])
+        except Exception:  # scored (as invalid) by _reward_one, with its reason
+            continue
+    return list(jobs.values())
 
 
 def _safe_format(plan: Any) -> str:

@@ -33,6 +33,8 @@ from envs.openagi.registry import PROBE_EVERY, ToolRegistry
 from envs.openagi.tasks import Sample
 
 
+_NOT_MERGED = object()
+
 SHARED_REQUEST_BYTES = 256 * 2**20
 """What :meth:`PlanExecutor.sharing` may hold of the requests it answers again (their outputs'
 estimated bytes); beyond it the least recently used are dropped (asked of the expert again)."""
@@ -50,19 +52,27 @@ class PlanExecutor:
         self.cache = cache
         self.tool_calls = 0  # batched expert calls made (a cost measure for benchmarks)
         self._shared: ExecutionCache | None = None  # the requests answered so far, inside sharing()
+        self._merged: dict[tuple, Any] = {}  # (key, uid) -> output of merged requests, inside sharing()
 
     @contextmanager
-    def sharing(self) -> Iterator[None]:
+    def sharing(self, merge: Sequence[tuple[Plan, Sequence[Sample]]] = ()) -> Iterator[None]:
         """Within the block, a request made again is answered without calling the expert (see the
-        module docstring); nested blocks share the outer one's requests."""
+        module docstring); nested blocks share the outer one's requests. ``merge``: the (plan,
+        samples) the block will run, whose requests for batch-invariant tools are made first, merged
+        into one call per tool and plan level (:func:`envs.openagi.merged_requests.merged_outputs`)."""
         if self._shared is not None:
             yield
             return
         self._shared = ExecutionCache(SHARED_REQUEST_BYTES)
+        if merge:
+            from envs.openagi.merged_requests import merged_outputs
+
+            self._merged, calls = merged_outputs(self.registry, merge, SHARED_REQUEST_BYTES)
+            self.tool_calls += calls
         try:
             yield
         finally:
-            self._shared = None
+            self._shared, self._merged = None, {}
 
     def run(self, plan: Plan, samples: Sequence[Sample]) -> Execution:
         n = len(samples)
@@ -145,6 +155,11 @@ class PlanExecutor:
             hit, results = self._shared.lookup(("batch", request))
             if hit:
                 return results
+        if self._merged and tool.batch_invariant:  # every sample's output made by a merged request
+            key, uids = request
+            merged = [self._merged.get((key, uid), _NOT_MERGED) for uid in uids]
+            if not any(v is _NOT_MERGED for v in merged):
+                return merged
         try:
             self.tool_calls += 1
             results = tool(*batch)
