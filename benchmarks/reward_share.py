@@ -1,8 +1,8 @@
-"""Benchmark: what share of the default RL step the reward takes, batched experts against per-sample.
+"""Benchmark: what share of the default RL step the reward takes, batched and shared against per-sample.
 
 The default config (``configs/default.yaml``: the embedded planner, 8 tasks x 8 plans a step, 8
 samples a plan) on a cold cache (``env.cache_mib=0``: no execution or score cache, so every plan's
-experts and metric run), one ``RLTFTrainer.train_step`` at a time. Two trainers start from the same
+experts and metric run), one ``RLTFTrainer.train_step`` at a time. Four trainers start from the same
 warm-started planner and take turns, step by step, in this one run:
 
 * ``per-sample`` — the reference: ``build_lite_registry(batched=False)`` (every image restorer image
@@ -11,17 +11,27 @@ warm-started planner and take turns, step by step, in this one run:
   metric was batched;
 * ``restorers`` — only the image restorers (denoising, deblurring) and SSIM batched: the code before
   Fill Mask and the classifier were;
-* ``batched`` — what the env runs: all of the above batched.
+* ``batched`` — all of the above batched, every plan of a step still executed and scored on its own
+  (``OpenAGIEnv(share_work=False)``): the code before work was shared within a reward call;
+* ``shared`` — what the env runs: batched, and within one ``reward_plans`` call an expert request
+  made again (a plan prefix two plans of a task share, on the task's samples; a repeated plan) is
+  answered from the first, and the metric of a repeated plan's outputs computed once
+  (``PlanExecutor.sharing``). This is not a cache: nothing is kept from one call (step) to the
+  next, and ``env.cache_mib=0`` still means every step recomputes everything it needs.
 
 All see the same plans and must get the same rewards, step by step (checked, bit for bit).
+Each variant starts each step with the same MiniLM embedding table (the text metrics' text ->
+embedding cache, kept across the steps of a run): without that, the first variant of a step would
+pay for embedding the step's new texts and the others would find them cached.
 Each step's CPU time (process time, ``OMP_NUM_THREADS=1``) is split into ``reward`` (``env.reward_plans``:
 expert execution and metrics) and the rest (constrained sampling, log-prob scoring, update).
 Learned experts and the metric model are loaded before timing.
 
     python benchmarks/reward_share.py [--steps 4] [--warmup 1] [--sft-epochs 3]
 
-Last two lines: ``restorers only -> all batched: reward CPU x<ratio> less, plans/s x<ratio>`` and
-``reward share of the step: <per-sample> -> <batched> (reward CPU x<ratio> less, plans/s x<ratio>)``.
+Last three lines: ``restorers only -> all batched: reward CPU x<ratio> less, plans/s x<ratio>``,
+``reward share of the step: <per-sample> -> <shared> (reward CPU x<ratio> less, plans/s x<ratio>)`` and
+``batched -> shared within a call: reward share <batched> -> <shared> (reward CPU x<ratio> less, plans/s x<ratio>)``.
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-VARIANTS = ("per-sample", "restorers", "batched")
+VARIANTS = ("per-sample", "restorers", "batched", "shared")
 
 
 def make_env(cfg, variant: str):
@@ -70,7 +80,7 @@ def make_env(cfg, variant: str):
     per_pair = {"image_similarity": lambda p, t: image_similarity_batch(p, t, batched=False)}
     return OpenAGIEnv(suite=e.suite, split="train", n_samples=e.n_samples, samples_per_step=e.samples_per_step,
                       data_seed=e.data_seed, cache_bytes=0, registry=registry,
-                      metrics=per_pair if variant == "per-sample" else {})
+                      metrics=per_pair if variant == "per-sample" else {}, share_work=variant == "shared")
 
 
 class TimedReward:
@@ -110,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
                            f"rltf.steps={10**6}", "rltf.eval_every=0", "logging.progress_bar=false"])
         acc = Accelerator(cpu=True)
         envs = {v: make_env(cfg, v) for v in VARIANTS}
-        warm = envs["batched"]
+        warm = envs["shared"]
         warm.reward_plans([(t, t.reference_plan) for t in warm.tasks()])  # train/load learned experts, MiniLM
         planner = load_planner(cfg.planner, tokenizer_texts_for(warm))
         if args.sft_epochs:
@@ -125,9 +135,16 @@ def main(argv: list[str] | None = None) -> None:
         print(f"default RL step: {cfg.rltf.tasks_per_batch} tasks x {cfg.rltf.k_samples} plans, "
               f"{cfg.env.samples_per_step} samples a plan, cold cache (env.cache_mib=0); "
               f"{args.warmup} warm-up + {args.steps} timed steps per variant, taking turns; CPU seconds, 1 thread")
+        from collections import OrderedDict
+
+        from envs.openagi.metrics.text import _minilm
+
+        embedder = _minilm()
         for step in range(args.warmup + args.steps):
             rewards = {}
+            embedded = OrderedDict(embedder.cache)
             for v in VARIANTS:
+                embedder.cache = OrderedDict(embedded)  # each variant embeds this step's new texts itself
                 before_reward = clocks[v].seconds
                 t0 = time.process_time()
                 trainers[v].train_step()
@@ -139,8 +156,8 @@ def main(argv: list[str] | None = None) -> None:
                     step_cpu[v] += spent
             for v in VARIANTS[1:]:
                 if not np.array_equal(rewards["per-sample"], rewards[v]):
-                    raise SystemExit(f"step {step + 1}: the {v} experts gave other rewards than the per-sample "
-                                     "ones: a batched path is wrong")
+                    raise SystemExit(f"step {step + 1}: the {v} env gave other rewards than the per-sample "
+                                     "one: a batched or shared path is wrong")
         print(f"rewards identical in every step: True ({args.warmup + args.steps} steps x {n_plans} plans)")
         share = {}
         for v in VARIANTS:
@@ -149,12 +166,15 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{v:10s} step {total / args.steps:6.2f} s  = sampling+scoring+update "
                   f"{(total - reward) / args.steps:6.2f} s + experts+metrics {reward / args.steps:6.2f} s  "
                   f"| {n_plans * args.steps / total:6.2f} plans/s  reward share {share[v]:.1%}")
-        before, previous, after = (clocks[v].seconds for v in VARIANTS)
-        print(f"restorers only -> all batched: reward CPU x{previous / after:.2f} less, "
+        reward = {v: clocks[v].seconds for v in VARIANTS}
+        print(f"restorers only -> all batched: reward CPU x{reward['restorers'] / reward['batched']:.2f} less, "
               f"plans/s x{step_cpu['restorers'] / step_cpu['batched']:.2f}")
-        rate = step_cpu["per-sample"] / step_cpu["batched"]
-        print(f"reward share of the step: {share['per-sample']:.1%} -> {share['batched']:.1%} "
-              f"(reward CPU x{before / after:.2f} less, plans/s x{rate:.2f})")
+        print(f"reward share of the step: {share['per-sample']:.1%} -> {share['shared']:.1%} "
+              f"(reward CPU x{reward['per-sample'] / reward['shared']:.2f} less, "
+              f"plans/s x{step_cpu['per-sample'] / step_cpu['shared']:.2f})")
+        print(f"batched -> shared within a call: reward share {share['batched']:.1%} -> {share['shared']:.1%} "
+              f"(reward CPU x{reward['batched'] / reward['shared']:.2f} less, "
+              f"plans/s x{step_cpu['batched'] / step_cpu['shared']:.2f})")
 
 
 if __name__ == "__main__":

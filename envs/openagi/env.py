@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,7 @@ class OpenAGIEnv(gym.Env):
         tasks: Sequence[Task] | None = None,
         render_mode: str | None = None,
         metrics: Mapping[str, BatchMetric] | None = None,
+        share_work: bool = True,
     ):
         if split not in (*SPLITS, "all"):
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join((*SPLITS, 'all'))}")
@@ -120,6 +122,9 @@ class OpenAGIEnv(gym.Env):
         # per-sample scores of whole plans: (task id, sample uid, "score", plan text) -> float
         self.score_cache = ExecutionCache(min(cache_bytes, 32 * 2**20)) if cache_bytes else None
         self.executor = PlanExecutor(self.registry, self.cache)
+        # False: every plan of a reward_plans call executed and scored on its own, as before work
+        # was shared within a call (the same rewards; the reference benchmarks/reward_share.py times)
+        self.share_work = share_work
         self.render_mode = render_mode
         self.observation_space = spaces.Text(max_length=1024, charset=CHARSET)
         self.action_space = spaces.Text(max_length=1024, charset=CHARSET)
@@ -193,15 +198,28 @@ class OpenAGIEnv(gym.Env):
 
         All plans of one task in a call are scored on the same sample subset: their rewards
         differ only by the plan (less variance between the K samples of a task, more cache hits).
-        ``rng`` draws the subsets (default: the env's ``np_random``, seeded by ``reset(seed=...)``)."""
+        ``rng`` draws the subsets (default: the env's ``np_random``, seeded by ``reset(seed=...)``).
+
+        Within the call, work two plans have in common is done once, cache or no cache: an expert
+        request made again (a shared plan prefix on the same samples, or the same plan) is answered
+        from the first (:meth:`PlanExecutor.sharing`), and a metric asked again for the same plan's
+        outputs on the same samples gives the first answer. Nothing of it outlives the call
+        (``share_work=False``: each plan on its own)."""
         tasks = [self.get_task(t) for t, _ in pairs]
         subsets: dict[int, list] = {}
         for task in tasks:
             if task.id not in subsets:
                 subsets[task.id] = self.samples_for(task, rng)
-        return [self._reward_one(task, p, subsets[task.id]) for task, (_, p) in zip(tasks, pairs)]
+        metric_answers: dict[tuple, list[float]] | None = {} if self.share_work else None
+        # with no execution cache, the call's linear plans' requests for batch-invariant tools are
+        # also merged across plans (with one, prefixes are shared through it across calls)
+        merge = [] if self.cache is not None or not self.share_work else _checked_plans(self, tasks, pairs, subsets)
+        with self.executor.sharing(merge) if self.share_work else nullcontext():
+            return [self._reward_one(task, p, subsets[task.id], metric_answers)
+                    for task, (_, p) in zip(tasks, pairs)]
 
-    def _reward_one(self, task: Task, action: str | Plan, samples) -> PlanResult:
+    def _reward_one(self, task: Task, action: str | Plan, samples,
+                    metric_answers: dict[tuple, list[float]] | None) -> PlanResult:
         # a parsed Plan (what the decoder emits) is checked, not formatted and re-parsed; the text
         # is formatted once, for the result
         try:
@@ -231,8 +249,14 @@ class OpenAGIEnv(gym.Env):
             for j, e in enumerate(run.errors):
                 errors[todo[j]] = e
             if ok:
-                vals = compute_metric(task.metric, [run.outputs[j] for j in ok],
-                                      [samples[todo[j]].target for j in ok], self.metrics)
+                # the metric of one plan's outputs on the same samples: asked once per call
+                asked = (task.id, text, tuple(samples[todo[j]].uid for j in ok))
+                vals = metric_answers.get(asked) if metric_answers is not None else None
+                if vals is None:
+                    vals = compute_metric(task.metric, [run.outputs[j] for j in ok],
+                                          [samples[todo[j]].target for j in ok], self.metrics)
+                    if metric_answers is not None:
+                        metric_answers[asked] = vals
                 for j, v in zip(ok, vals):
                     scores[todo[j]] = v
                     if self.score_cache is not None:  # failures are not remembered: a flaky expert is retried
@@ -312,6 +336,20 @@ class OpenAGIEnv(gym.Env):
     def _task_info(task: Task) -> dict[str, Any]:
         return {"task_id": task.id, "inputs": task.inputs, "target": task.target, "metric": task.metric,
                 "family": task.family}
+
+
+def _checked_plans(env: OpenAGIEnv, tasks: Sequence[Task], pairs, subsets: dict[int, list]) -> list[tuple]:
+    """(plan, samples) of each distinct valid plan of ``pairs`` (invalid ones are left out)."""
+    jobs: dict[tuple[int, str | Plan], tuple] = {}
+    for task, (_, action) in zip(tasks, pairs):
+        try:
+            key = (task.id, action)
+            if key not in jobs:
+                plan = parse_and_check(action, env.registry, task.inputs, task.target, env.limits)
+                jobs[key] = (plan, subsets[task.id])
+        except Exception:  # scored (as invalid) by _reward_one, with its reason
+            continue
+    return list(jobs.values())
 
 
 def _safe_format(plan: Any) -> str:

@@ -10,19 +10,34 @@ way; failures are reported, never cached, and score 0. The registry remembers
 a tool's failures in a row (:class:`envs.openagi.registry.ToolHealth`): a tool failing every call
 is soon called once per batch (no per-sample retries), then not at all but for a probe call now
 and then, its samples failing at once with its last error; one success clears the record.
+
+Inside :meth:`PlanExecutor.sharing` (one ``reward_plans`` call) an expert request made again -- the
+same tool at the same plan prefix on the same samples, as when two plans of a task start alike or
+are the same plan -- is answered with the first one's outputs (or exception) instead of calling
+the expert again. Everything else runs as without it (which samples are asked, the per-sample
+retries, the failure record), so results are the same as long as experts are deterministic
+functions of their inputs (the lite ones are). It is no cache: it is dropped when the block ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from envs.openagi.cache import ExecutionCache
+from envs.openagi.cache import ExecutionCache, nbytes
 from envs.openagi.outputs import output_problem
 from envs.openagi.plans import LinearPlan, NonlinearPlan, Plan
 from envs.openagi.registry import PROBE_EVERY, ToolRegistry
 from envs.openagi.tasks import Sample
+
+
+_NOT_MERGED = object()
+
+SHARED_REQUEST_BYTES = 256 * 2**20
+"""What :meth:`PlanExecutor.sharing` may hold of the requests it answers again (their outputs'
+estimated bytes); beyond it the least recently used are dropped (asked of the expert again)."""
 
 
 @dataclass
@@ -36,6 +51,28 @@ class PlanExecutor:
         self.registry = registry
         self.cache = cache
         self.tool_calls = 0  # batched expert calls made (a cost measure for benchmarks)
+        self._shared: ExecutionCache | None = None  # the requests answered so far, inside sharing()
+        self._merged: dict[tuple, Any] = {}  # (key, uid) -> output of merged requests, inside sharing()
+
+    @contextmanager
+    def sharing(self, merge: Sequence[tuple[Plan, Sequence[Sample]]] = ()) -> Iterator[None]:
+        """Within the block, a request made again is answered without calling the expert (see the
+        module docstring); nested blocks share the outer one's requests. ``merge``: the (plan,
+        samples) the block will run, whose requests for batch-invariant tools are made first, merged
+        into one call per tool and plan level (:func:`envs.openagi.merged_requests.merged_outputs`)."""
+        if self._shared is not None:
+            yield
+            return
+        self._shared = ExecutionCache(SHARED_REQUEST_BYTES)
+        if merge:
+            from envs.openagi.merged_requests import merged_outputs
+
+            self._merged, calls = merged_outputs(self.registry, merge, SHARED_REQUEST_BYTES)
+            self.tool_calls += calls
+        try:
+            yield
+        finally:
+            self._shared, self._merged = None, {}
 
     def run(self, plan: Plan, samples: Sequence[Sample]) -> Execution:
         n = len(samples)
@@ -85,21 +122,15 @@ class PlanExecutor:
                                f"{health.failures} requests; it is tried again once every {PROBE_EVERY})")
             return out
         batch = [[a[i] for i in todo] for a in args]
-        try:
-            self.tool_calls += 1
-            results = tool(*batch)
-        except Exception:
-            results = None
+        results = self._call_batch(tool, (key, tuple(samples[i].uid for i in todo)), batch)
         last_error = None
         if results is None:  # isolate the failing samples
             results = []
             for pos, idx in enumerate(todo):
-                try:
-                    self.tool_calls += 1
-                    results.append(tool(*[[b[pos]] for b in batch])[0])
-                except Exception as exc:  # an expert fault fails the sample, not the run
-                    last_error = errors[idx] = f"{name} raised {_describe(exc)}"
-                    results.append(None)
+                value, raised = self._call_one(tool, (key, samples[idx].uid), [b[pos] for b in batch])
+                if raised is not None:  # an expert fault fails the sample, not the run
+                    last_error = errors[idx] = f"{name} raised {raised}"
+                results.append(value)
         for pos, idx in enumerate(todo):  # an unusable output (None, NaN, wrong type...) fails its sample too
             why = None if errors[idx] else output_problem(results[pos], tool.output)
             if why is not None:
@@ -115,6 +146,43 @@ class PlanExecutor:
             if self.cache is not None:
                 self.cache.put((samples[idx].uid, key), val)
         return out
+
+
+    def _call_batch(self, tool, request: tuple, batch: list[list]) -> list | None:
+        """``tool``'s outputs on ``batch`` (``request`` names it: plan prefix, sample uids), None
+        when it raised; answered again from :meth:`sharing`'s requests where it was made before."""
+        if self._shared is not None:
+            hit, results = self._shared.lookup(("batch", request))
+            if hit:
+                return results
+        if self._merged and tool.batch_invariant:  # every sample's output made by a merged request
+            key, uids = request
+            merged = [self._merged.get((key, uid), _NOT_MERGED) for uid in uids]
+            if not any(v is _NOT_MERGED for v in merged):
+                return merged
+        try:
+            self.tool_calls += 1
+            results = tool(*batch)
+        except Exception:
+            results = None
+        if self._shared is not None:
+            self._shared.put(("batch", request), results, size=64 + sum(nbytes(v) for v in results or ()))
+        return results
+
+    def _call_one(self, tool, request: tuple, args: list) -> tuple[Any, str | None]:
+        """``tool`` on one sample's ``args``: (its output, None), or (None, what it raised)."""
+        if self._shared is not None:
+            hit, answer = self._shared.lookup(("one", request))
+            if hit:
+                return answer
+        try:
+            self.tool_calls += 1
+            answer = (tool(*[[a] for a in args])[0], None)
+        except Exception as exc:
+            answer = (None, _describe(exc))
+        if self._shared is not None:
+            self._shared.put(("one", request), answer, size=64 + nbytes(answer[0]))
+        return answer
 
 
 def _describe(exc: BaseException) -> str:

@@ -45,6 +45,9 @@ class Tool:
     output: str
     fn: BatchedFn = field(compare=False, repr=False)
     description: str = field(default="", compare=False)
+    batch_invariant: bool = field(default=False, compare=False)
+    """Each sample's output is computed from that sample alone, bit for bit the same in any batch:
+    requests of several plans may then be merged into one call (:mod:`envs.openagi.merged_requests`)."""
 
     @property
     def arity(self) -> int:
@@ -127,11 +130,14 @@ class ToolRegistry:
         description: str = "",
         *,
         replace: bool = False,
+        batch_invariant: bool = False,
     ) -> Tool:
-        """Register a tool. ``inputs`` is one modality or an ordered sequence of them."""
+        """Register a tool. ``inputs`` is one modality or an ordered sequence of them;
+        ``batch_invariant``: see :attr:`Tool.batch_invariant`."""
         if isinstance(inputs, str):
             inputs = (inputs,)
-        tool = Tool(name=name, inputs=tuple(inputs), output=output, fn=fn, description=description)
+        tool = Tool(name=name, inputs=tuple(inputs), output=output, fn=fn, description=description,
+                    batch_invariant=batch_invariant)
         self._add(tool, replace=replace)
         return tool
 

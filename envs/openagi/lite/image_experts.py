@@ -98,11 +98,11 @@ def register_image_experts(registry: ToolRegistry, batched: bool = True) -> None
     """Register the five image experts under their OpenAGI names; ``batched=False``: each restorer
     runs image by image and the classifier makes its ink maps image by image (the reference the
     batched ones are checked and timed against)."""
-    for name, fn in IMAGE_RESTORERS.items():
+    for name, fn in IMAGE_RESTORERS.items():  # each image restored alone: the same in any batch
         if batched and name in BATCH_RESTORERS:
-            register_spec(registry, name, _stacked(name, BATCH_RESTORERS[name]))
+            register_spec(registry, name, _stacked(name, BATCH_RESTORERS[name]), batch_invariant=True)
         else:
-            register_spec(registry, name, _batched(name, fn))
+            register_spec(registry, name, _batched(name, fn), batch_invariant=True)
     register_spec(
         registry,
         "Image Classification",
