@@ -1,5 +1,6 @@
 """Run by tests/test_processes.py under ``torchrun --nproc_per_node 2``: a few RLTF steps and the
-held-out schemas on the toy env, recording which tasks each process executed plans for."""
+held-out schemas on the toy env, recording which samples each process executed plans on in training
+(the execution is shared by sample) and which tasks it evaluated."""
 
 import json
 import sys
@@ -13,6 +14,7 @@ from accelerate import Accelerator  # noqa: E402
 from rltf.config.loading import load_config  # noqa: E402
 from rltf.evaluation import schemas as ev  # noqa: E402
 from rltf.planners.planner import Planner  # noqa: E402
+from rltf.rl.steps import draw_step  # noqa: E402
 from rltf.rl.trainer import RLTFTrainer  # noqa: E402
 from tests.tiny_models import tiny_t5, unigram_tokenizer  # noqa: E402
 from tests.toy_env import toy_env  # noqa: E402
@@ -36,6 +38,19 @@ def recording(env) -> list[int]:
     return executed
 
 
+def recording_samples(env) -> list[str]:
+    """The uids of the samples ``env`` executes plans on, from now on."""
+    executed: list[str] = []
+    run = env.executor.run
+
+    def recorded(plan, samples):
+        executed.extend(s.uid for s in samples)
+        return run(plan, samples)
+
+    env.executor.run = recorded
+    return executed
+
+
 def evaluate_all(planner: Planner, env, acc) -> dict:
     """The constrained, reference and oracle schemas of every toy task (JSON-ready)."""
     tasks = env.tasks()
@@ -50,14 +65,20 @@ def main(out: str) -> None:
     cfg = load_config([f"output_dir={out}", "run_name=procs", "rltf.steps=3", "rltf.tasks_per_batch=2",
                        "rltf.k_samples=3", "rltf.eval_every=0", "logging.progress_bar=false"])
     planner, train, held_out = make_planner(), toy_env(), toy_env()
-    train_executed, eval_executed = recording(train), recording(held_out)
+    train_executed, eval_executed = recording_samples(train), recording(held_out)
     trainer = RLTFTrainer(cfg, planner, train, acc)
     while trainer.step < cfg.rltf.steps:
         trainer.train_step()
+    # the last step's rewards, as this process alone would have computed them (its draw's subsets)
+    last = trainer.last_batch
+    draw = draw_step(cfg.seed, trainer.step - 1, trainer.train_ids, cfg.rltf.tasks_per_batch, acc.process_index,
+                     acc.num_processes)
+    alone = toy_env().reward_plans(list(zip(last.task_ids, last.plans)), rng=draw.env_rng)
     results = evaluate_all(make_planner(), held_out, acc)
     Path(out, f"rank{acc.process_index}.json").write_text(json.dumps({
         "world": acc.num_processes, "train_executed": sorted(set(train_executed)),
-        "eval_executed": sorted(set(eval_executed)), "results": results}))
+        "eval_executed": sorted(set(eval_executed)), "results": results,
+        "rewards": last.rewards.tolist(), "rewards_alone": [r.reward for r in alone]}))
     acc.wait_for_everyone()  # leave together, then close the gloo group (see tests/weights_worker.py)
     torch.distributed.destroy_process_group()
 

@@ -74,8 +74,10 @@ def test_one_process_evaluates_every_task_itself():
 
 @pytest.mark.slow
 def test_two_processes_split_training_and_evaluation(tmp_path):
-    """Two gloo processes: each executes plans only for its own train tasks, each evaluates half of
-    the held-out tasks, and both end with the single process's evaluation results."""
+    """Two gloo processes: in training every sample is executed by one process only (the execution of
+    the step's plans is shared by sample) and each process gets the rewards it would have computed
+    alone; each evaluates half of the held-out tasks, and both end with the single process's
+    evaluation results."""
     from accelerate import Accelerator
 
     from tests.processes_worker import evaluate_all, make_planner
@@ -85,8 +87,10 @@ def test_two_processes_split_training_and_evaluation(tmp_path):
     torchrun2("tests/processes_worker.py", tmp_path)
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert r0["world"] == r1["world"] == 2
-    assert set(r0["train_executed"]).isdisjoint(r1["train_executed"])  # no task executed by both
+    assert set(r0["train_executed"]).isdisjoint(r1["train_executed"])  # no sample executed by both
     assert r0["train_executed"] and r1["train_executed"]
+    for r in (r0, r1):
+        assert r["rewards"] == r["rewards_alone"] and any(x > 0 for x in r["rewards"])
     assert set(r0["eval_executed"]).isdisjoint(r1["eval_executed"])  # the evaluation was split
     assert r0["results"] == r1["results"]  # and gathered on both
     one = evaluate_all(make_planner(), toy_env(), Accelerator(cpu=True))
