@@ -34,8 +34,8 @@ gradient all-reduce, whose wall time is mostly waiting for the slower process. P
 (the code before the execution was shared by sample: ``envs/openagi/split_rewards.py``).
 
 The cores' own ceiling is measured in the same run: a fixed CPU workload (Python loops, small
-matrix products, a memory-bound update; ``ceiling``) on one process, then on two at once; the
-ratio of their throughputs is what two processes can give on these cores at best (on the 2-core
+matrix products, a memory-bound update larger than the L3 cache; ``ceiling``) on one process,
+then on two at once; the ratio of their throughputs is what two processes can give on these cores at best (on the 2-core
 machine of the README two busy processes slow each other: shared caches and memory bandwidth).
 
 Both launches read the same on-disk oracle store (``envs/openagi/oracle/store.py``): the first fills
@@ -170,18 +170,19 @@ def launch(processes: int, out: Path, job_args: list[str], by_task: bool = False
 # ------------------------------------------------------------------------------ the cores' ceiling
 def ceiling_work() -> float:
     """A fixed CPU workload like a step's (Python loops, small matrix products, a memory-bound
-    update), one thread; its wall seconds."""
+    update of 64 MB: more than the shared L3 cache, as a step's gradients and optimizer state
+    are), one thread; its wall seconds."""
     import torch
 
     torch.set_num_threads(1)
-    a, big = torch.randn(128, 128), torch.randn(2_000_000)
+    a, big = torch.randn(128, 128), torch.randn(16_000_000)
     start = time.perf_counter()
     x = 0
     for i in range(1_500_000):
         x += i * i
     for _ in range(1500):
         a = torch.tanh(a @ a)
-    for _ in range(100):
+    for _ in range(15):
         big.mul_(1.0000001).add_(1e-9)
     return time.perf_counter() - start
 
@@ -195,8 +196,8 @@ def ceiling(processes: int) -> float:
         procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) for _ in range(n)]
         return [float(p.communicate()[0]) for p in procs]
 
-    one = statistics.median(walls(1)[0] for _ in range(3))
-    many = statistics.median(max(walls(processes)) for _ in range(3))
+    one = statistics.median(walls(1)[0] for _ in range(5))
+    many = statistics.median(max(walls(processes)) for _ in range(5))
     return processes * one / many
 
 
