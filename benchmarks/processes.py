@@ -33,10 +33,9 @@ gradient all-reduce, whose wall time is mostly waiting for the slower process. P
 ``--by-task`` runs the 2-process launches with each process executing its own tasks' plans itself
 (the code before the execution was shared by sample: ``envs/openagi/split_rewards.py``).
 
-The cores' own ceiling is measured in the same run: a fixed CPU workload (Python loops, small
-matrix products, a memory-bound update larger than the L3 cache; ``ceiling``) on one process,
-then on two at once; the ratio of their throughputs is what two processes can give on these cores at best (on the 2-core
-machine of the README two busy processes slow each other: shared caches and memory bandwidth).
+The cores' own ceiling is measured in the same run: ``--processes`` independent one-process copies
+of the same job started at once (no communication, no work shared), their plans/s summed, over
+the one-process launches' median: what that many processes can give on these cores at best.
 
 Both launches read the same on-disk oracle store (``envs/openagi/oracle/store.py``): the first fills
 what is missing, so job CPU compares the jobs with a warm oracle (``RLTF_ORACLE_CACHE=0`` in the
@@ -168,37 +167,17 @@ def launch(processes: int, out: Path, job_args: list[str], by_task: bool = False
 
 
 # ------------------------------------------------------------------------------ the cores' ceiling
-def ceiling_work() -> float:
-    """A fixed CPU workload like a step's (Python loops, small matrix products, a memory-bound
-    update of 64 MB: more than the shared L3 cache, as a step's gradients and optimizer state
-    are), one thread; its wall seconds."""
-    import torch
+def ceiling(processes: int, job: list[str], out: Path, alone: float) -> float:
+    """Plans/s of ``processes`` independent one-process copies of the job run at once (no
+    communication, no shared work), summed, over ``alone`` (one copy's plans/s run by itself)."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    torch.set_num_threads(1)
-    a, big = torch.randn(128, 128), torch.randn(16_000_000)
-    start = time.perf_counter()
-    x = 0
-    for i in range(1_500_000):
-        x += i * i
-    for _ in range(1500):
-        a = torch.tanh(a @ a)
-    for _ in range(15):
-        big.mul_(1.0000001).add_(1e-9)
-    return time.perf_counter() - start
+    def copy(i: int) -> dict:
+        return launch(1, out / f"copy{i}-timing", [*job, f"run_name=copy{i}"])
 
-
-def ceiling(processes: int) -> float:
-    """Throughput of ``processes`` copies of :func:`ceiling_work` run at once over one copy alone."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--ceiling-work"]
-    env = {**os.environ, **ENV}
-
-    def walls(n: int) -> list[float]:
-        procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) for _ in range(n)]
-        return [float(p.communicate()[0]) for p in procs]
-
-    one = statistics.median(walls(1)[0] for _ in range(5))
-    many = statistics.median(max(walls(processes)) for _ in range(5))
-    return processes * one / many
+    with ThreadPoolExecutor(processes) as pool:
+        runs = list(pool.map(copy, range(processes)))
+    return sum(r["plans_per_s_wall"] for r in runs) / alone
 
 
 # ------------------------------------------------------------------------------ the report
@@ -247,9 +226,6 @@ def main(argv: list[str] | None = None) -> dict:
     if argv[:1] == ["--worker"]:
         worker(Path(argv[1]), argv[3:] if argv[2:3] == ["--"] else argv[2:])
         return {}
-    if argv[:1] == ["--ceiling-work"]:
-        print(ceiling_work())
-        return {}
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=30, help="rltf.steps of the short job")
     ap.add_argument("--processes", type=int, default=2, help="the launch compared with one process")
@@ -267,7 +243,10 @@ def main(argv: list[str] | None = None) -> dict:
                        "logging.progress_bar=false", f"planner.model={start}", "sft.enabled=false", *args.overrides]
                 pair.append(launch(n, Path(tmp) / f"p{n}-{rep}-timing", job, args.by_task))
             pairs.append(pair)
-        return report(pairs, ceiling(args.processes))
+        job = [f"output_dir={tmp}", f"rltf.steps={args.steps}", "rltf.eval_every=0", "logging.progress_bar=false",
+               f"planner.model={start}", "sft.enabled=false", *args.overrides]
+        alone = statistics.median(pair[0]["plans_per_s_wall"] for pair in pairs)
+        return report(pairs, ceiling(args.processes, job, Path(tmp), alone))
 
 
 if __name__ == "__main__":
