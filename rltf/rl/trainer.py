@@ -10,7 +10,9 @@ One step, top to bottom (:meth:`RLTFTrainer.train_step`):
    the experts that failed: ``env.expert_failures``); with several processes an env that can
    (OpenAGI's) shares the execution by sample (:func:`rltf.rl.steps.execute`);
 4. log π_c(plan) recomputed teacher-forced WITH gradients under the same grammar masks and
-   temperature the sampler used (and log π_ref(plan) for a KL penalty);
+   temperature the sampler used (and log π_ref(plan) for a KL penalty); an encoder-decoder planner
+   reads each prompt through its encoder once per step, sampling and scoring sharing the pass
+   (:meth:`RLTFTrainer._encoder_memo`; the same numbers);
 5. loss weights (:func:`rltf.rl.steps.loss_weights`): advantage A = R − b with the configured
    baseline (the paper's moving average by default) over the rewards of ALL processes, plus
    optional regularisers folded in as score-function terms — an entropy bonus −c_H·log π_c(plan)
@@ -48,6 +50,7 @@ import numpy as np
 import torch
 
 from constrained_decoding.decode import sample_plans
+from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.logprobs import plan_logprobs
 from rltf.config.loading import RunConfig
 from rltf.planners.planner import Planner
@@ -95,9 +98,10 @@ class RLTFTrainer:
 
         # 2. K plans per task sampled from the constrained policy
         self.model.eval()  # no dropout: sampling and scoring evaluate the same function
+        memo = self._encoder_memo()  # (encoder-decoder) each prompt's encoder pass, shared by 2 and 4
         with sharding.gathered(self.model):
             decoded = sample_plans(self.model, tokenizer, prompts, grammars, rl.k_samples, rl.temperature,
-                                   seed=draw.sample_seed)
+                                   seed=draw.sample_seed, encoder_memo=memo)
         plan_tasks = [t for t, ds in zip(tasks, decoded) for _ in ds]  # one entry per sampled plan
         plan_prompts = [t.description for t in plan_tasks]
         plans = [d for ds in decoded for d in ds]
@@ -113,13 +117,13 @@ class RLTFTrainer:
         #    (the decoded rows themselves: nothing is rebuilt from the plans); detached: log π_c,old
         plan_grammars = [d.grammar for d in plans]
 
-        def scored(rows) -> torch.Tensor:
+        def scored(rows, memo=None) -> torch.Tensor:
             with acc.autocast():
                 return plan_logprobs(self.model, tokenizer, [plan_prompts[i] for i in rows],
                                      [plan_grammars[i] for i in rows], [plans[i] for i in rows], rl.temperature,
-                                     through_forward=sharding.sharded)
+                                     through_forward=sharding.sharded, encoder_memo=memo)
 
-        logp = scored(range(len(plans)))
+        logp = scored(range(len(plans)), memo)  # (later re-scoring, after an update, reads the prompts again)
         logp_d = logp.detach().float().cpu()
         kl = torch.zeros_like(logp_d)
         if state.reference is not None:
@@ -160,6 +164,16 @@ class RLTFTrainer:
                     "train/expert_error_rate": expert_error_rate,
                     "train/cache_hit_rate": stats.hit_rate if stats else 0.0, **passes})
         return row
+
+    def _encoder_memo(self) -> EncoderMemo | None:
+        """A memo of the step's encoder passes (:class:`~constrained_decoding.encoder_memo.EncoderMemo`):
+        sampling reads each task's prompt once, with gradients, and 4 back-propagates through those
+        states instead of reading the prompts again (the same numbers). Only where 4 is one plain
+        forward of the model that sampled: an encoder-decoder planner, no sharding, no mixed
+        precision; None otherwise."""
+        plain = (self.planner.is_encoder_decoder and not self.state.sharding.sharded
+                 and getattr(self.acc, "mixed_precision", "no") == "no")
+        return EncoderMemo() if plain else None
 
     # ------------------------------------------------------------------------ loop, checkpoints
     def train(self) -> list[dict]:
