@@ -33,12 +33,12 @@ from rltf.rl.optim import make_optimizer  # noqa: E402
 def gradients(params: list[torch.nn.Parameter], steps: int, seed: int = 0) -> list[list[torch.Tensor]]:
     """``steps`` gradient sets: Gaussian, except the rows of a large matrix past its first 300 (the
     token embedding's rows no plan token reaches get no gradient in training)."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=params[0].device).manual_seed(seed)  # (the parameters' device)
     out = []
     for _ in range(steps):
         grads = []
         for p in params:
-            g = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+            g = torch.randn(p.shape, generator=gen, dtype=p.dtype, device=p.device)
             if p.dim() == 2 and p.shape[0] > 10_000:
                 g[300:] = 0
             grads.append(g)

@@ -12,6 +12,7 @@ import pytest
 
 from envs.openagi.factory import make_env
 from envs.openagi.split_rewards import sample_owner
+from tests.processes_worker import recording_samples
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -34,19 +35,6 @@ class ThreadExchange:
         return exchange
 
 
-def executed_samples(env) -> list[str]:
-    """The uids of the samples ``env`` executes plans on, from now on."""
-    seen: list[str] = []
-    run = env.executor.run
-
-    def recorded(plan, samples):
-        seen.extend(s.uid for s in samples)
-        return run(plan, samples)
-
-    env.executor.run = recorded
-    return seen
-
-
 def step_pairs(env, task_ids: list[int]) -> list:
     """A step's pairs for some tasks: each task's reference plan twice (a duplicate), a plan of the
     wrong signature where one exists (invalid), a free-text plan that does not parse."""
@@ -67,7 +55,7 @@ def test_split_execution_gives_each_process_its_own_results():
                 for p, ids in shares.items()}
 
     envs = {p: make_env(CONFIG, "train") for p in shares}
-    seen = {p: executed_samples(envs[p]) for p in shares}
+    seen = {p: recording_samples(envs[p]) for p in shares}
     exchange, got, failed = ThreadExchange(2), {}, []
 
     def process(p):

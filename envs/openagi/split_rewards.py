@@ -56,15 +56,22 @@ def split_reward_plans(env, pairs: Sequence[tuple[Any, Any]], rng: np.random.Gen
     mine = [(task.id, plan, subsets[task.id] if r.valid else []) for task, (_, plan), r in zip(tasks, pairs, checked)]
     # per call (the env shares work between a call's plans: repeats, shared prefixes; one subset per
     # task in a call): (process, index, samples here, the task cut to them, plan) of each plan
-    calls: list[list[tuple]] = []
+    calls: list[tuple[dict, list]] = []  # per call: {task id: (own samples, the task cut to them)}, items
     for owner, items in enumerate(exchange(mine)):
         for j, (task_id, plan, subset) in enumerate(items):
             own = [i for i in subset if sample_owner(task_id, i, processes) == process]
-            if own:
-                _place(calls, (owner, j, own, task_id, plan), env)
+            if not own:
+                continue
+            call = next((c for c in calls if c[0].get(task_id, (own,))[0] == own), None)
+            if call is None:
+                call = ({}, [])
+                calls.append(call)
+            cuts, work = call
+            cut = cuts.setdefault(task_id, (own, _cut(env.get_task(task_id), own)))[1]
+            work.append((owner, j, own, cut, plan))
     scored = {}
-    for call in calls:
-        for (owner, j, own, _, _), r in zip(call, env.reward_plans([(task, plan) for *_, task, plan in call])):
+    for _, work in calls:
+        for (owner, j, own, _, _), r in zip(work, env.reward_plans([(task, plan) for *_, task, plan in work])):
             scored[(owner, j)] = (own, r.scores, r.sample_errors)
     parts = exchange(scored)
     results = []
@@ -83,18 +90,6 @@ def split_reward_plans(env, pairs: Sequence[tuple[Any, Any]], rng: np.random.Gen
         results.append(dataclasses.replace(r, reward=reward if math.isfinite(reward) else 0.0, scores=scores,
                                            sample_errors=[error[i] for i in subset]))
     return results
-
-
-def _place(calls: list[list[tuple]], item: tuple, env) -> None:
-    """Add ``(owner, j, own, task_id, plan)`` to the first call where its task has the same samples
-    (or none yet), its task cut to them; a new call otherwise."""
-    owner, j, own, task_id, plan = item
-    for call in calls:
-        same = [c for c in call if c[3].id == task_id]
-        if not same or same[0][2] == own:
-            call.append((owner, j, own, same[0][3] if same else _cut(env.get_task(task_id), own), plan))
-            return
-    calls.append([(owner, j, own, _cut(env.get_task(task_id), own), plan)])
 
 
 def _cut(task, indices: Sequence[int]):
