@@ -27,7 +27,10 @@ without a template (the embedded planners, T5, base LLaMA) keep the plain format
 
 from __future__ import annotations
 
+import collections
+import threading
 import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -100,7 +103,7 @@ def encode_formatted(tokenizer, texts: Sequence[str], encoder_decoder: bool) -> 
     A tokenizer with a chat template (causal models) adds no special tokens: the template's text
     holds them (texts are expected from :func:`format_prompt` with that tokenizer)."""
     chat = uses_chat_template(tokenizer, encoder_decoder)
-    ids = [list(x) for x in tokenizer(list(texts), add_special_tokens=not chat)["input_ids"]] if texts else []
+    ids = _token_ids(tokenizer, list(texts), add_special_tokens=not chat)
     for t, x in zip(texts, ids):
         if not x:
             raise ValueError(f"prompt {t!r} encodes to no tokens")
@@ -116,6 +119,52 @@ def encode_formatted(tokenizer, texts: Sequence[str], encoder_decoder: bool) -> 
     warnings.warn(f"{cut} of {len(ids)} prompt(s) are longer than {limit} tokens (planner.max_prompt_tokens / "
                   "tokenizer.model_max_length): their text was truncated from the left", stacklevel=3)
     return out
+
+
+_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> (settings, LRU of text -> ids)
+_IDS_LOCK = threading.Lock()
+_IDS_PER_TOKENIZER = 8192  # texts remembered per tokenizer (a flow step tokenizes ~200 prompts, most twice)
+
+
+def _token_ids(tokenizer, texts: list[str], add_special_tokens: bool) -> list[list[int]]:
+    """``tokenizer(texts, add_special_tokens=...)["input_ids"]``, each text tokenised once per
+    tokenizer: sampling and re-scoring read the same prompts, and so do a query's passes. The
+    memo starts afresh when the tokenizer's vocabulary size, length limit, special tokens or BOS / EOS
+    settings change; a tokenizer changed in another way (its normalizer, say) needs :func:`forget_ids`."""
+    if not texts:
+        return []
+    settings = (len(tokenizer), getattr(tokenizer, "model_max_length", None),
+                tuple(getattr(tokenizer, "all_special_ids", ())), getattr(tokenizer, "add_bos_token", None),
+                getattr(tokenizer, "add_eos_token", None))
+    try:
+        held = _IDS.get(tokenizer)
+    except TypeError:  # a tokenizer that cannot be weakly referenced: no memo
+        return [list(x) for x in tokenizer(texts, add_special_tokens=add_special_tokens)["input_ids"]]
+    keys = [(add_special_tokens, t) for t in texts]
+    with _IDS_LOCK:  # (flow passes run in threads)
+        if held is None or held[0] != settings:
+            held = _IDS[tokenizer] = (settings, collections.OrderedDict())
+        memo: collections.OrderedDict = held[1]
+        missing = list(dict.fromkeys(k for k in keys if k not in memo))
+        if missing:
+            new = tokenizer([t for _, t in missing], add_special_tokens=add_special_tokens)["input_ids"]
+            memo.update(zip(missing, map(tuple, new)))
+        out = []
+        for k in keys:
+            memo.move_to_end(k)
+            out.append(list(memo[k]))
+        while len(memo) > _IDS_PER_TOKENIZER:
+            memo.popitem(last=False)
+    return out
+
+
+def forget_ids(tokenizer=None) -> None:
+    """Drop the remembered ids of ``tokenizer`` (of every tokenizer: ``None``)."""
+    with _IDS_LOCK:
+        if tokenizer is None:
+            _IDS.clear()
+        else:
+            _IDS.pop(tokenizer, None)
 
 
 def left_truncate(ids: list[int], frame: list[int], limit: int) -> list[int]:
