@@ -25,7 +25,12 @@ it was raised) and the check goes on; the exit status is 1 when any phase failed
 * ``grpo`` — ``--grpo-steps`` steps of TRL's GRPOTrainer (:mod:`rltf.comparison.grpo`) on the same
   random SmolLM2-shaped model (full fine-tuning), as ``train/grpo.py`` drives it;
 * ``qlora_rltf`` — the LoRA phase with a 4-bit NF4 base (``planner.load_in_4bit``; QLoRA), where
-  bitsandbytes is importable (else skipped, with the reason).
+  bitsandbytes is importable (else skipped, with the reason);
+* ``flow_rltf`` — the MTP agent-flow job (``configs/travel-mtp.yaml``,
+  :func:`rltf.stages.flow_job.run_flow_job`) on the device: the warm start on a few train queries'
+  solver decisions, the greedy flow evaluation of ``--eval-tasks`` test queries before and after,
+  ``--steps`` RLTF steps of 4 queries x 4 passes run as one batch of passes (``--tasks`` x ``--k``
+  on the CPU); step times from the run's history.
 
 Measured per phase (and per stage inside it): wall time, CUDA-synchronised, and the process's CPU
 time; peak GPU memory (``torch.cuda.max_memory_allocated``, reset at each phase and stage); per
@@ -134,6 +139,9 @@ def headline(entry: dict) -> tuple[str, str]:
     step = f"{steps['median_wall_s']:.3f}" if steps and "median_wall_s" in steps else ""
     if entry["status"] != "ok":
         return step, entry.get("reason") or entry.get("error", "")
+    if "train" in d and "final_pass_last" in d["train"]:
+        return step, (f"reward {d['train']['reward_last']:.3f}, final pass {d['evaluation'].get('finetuned_final_pass', 0):.3f}"
+                      f" -> {d['evaluation'].get('rltf_final_pass', 0):.3f}")
     if "train" in d and "reward_last" in d["train"]:
         return step, f"reward {d['train']['reward_last']:.3f}, eval {d['evaluation']['overall']:.3f}"
     if "logprob_bf16_vs_fp32_max_abs" in d:
@@ -195,7 +203,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--only", type=lambda s: [x for x in s.split(",") if x], default=None,
                     help=f"comma-separated phases to run: {','.join(PHASES)}")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                    help="added to every phase's run config (repeatable)")
+                    help="added to every phase's run config (repeatable; env.* keys: the OpenAGI phases only)")
     ap.add_argument("--budget-s", type=float, default=390.0,
                     help="no phase starts after this many seconds (default 390: the check ends within 8 minutes)")
     args = ap.parse_args(argv)

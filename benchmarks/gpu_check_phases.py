@@ -26,6 +26,7 @@ PHASES = {  # in the order they run (most informative first: a phase does not st
     "smollm2_lora_rltf": "main job stages on a random SmolLM2-135M-shaped LLaMA with LoRA (bf16 weights on GPU)",
     "grpo": "TRL GRPOTrainer steps on the random SmolLM2-shaped model (full fine-tuning)",
     "qlora_rltf": "the LoRA phase on a 4-bit NF4 base (QLoRA, bitsandbytes)",
+    "flow_rltf": "the MTP agent-flow job on the embedded planner: warm start, batched passes, RLTF steps, evaluation",
 }
 
 SMOLLM2_135M = dict(num_hidden_layers=30, hidden_size=576, num_attention_heads=9, num_key_value_heads=3,
@@ -114,12 +115,14 @@ class Check:
         """The SmolLM2-shaped model's weights: bf16 in a bf16 run (as configs/llama-lora.yaml), else float32."""
         return "bfloat16" if self.precision == "bf16" else "float32"
 
-    def config(self, phase: str, overrides: list[str]):
+    def config(self, phase: str, overrides: list[str], openagi: bool = True):
         """The run config of a phase: a config file's ``config=`` first, then the check's sizes, the
-        phase's own overrides and ``--override`` (last: it wins, and a bad one fails the phase)."""
+        phase's own overrides and ``--override`` (last: it wins, and a bad one fails the phase).
+        ``openagi=False`` (a phase on another env): the ``--override env.*`` keys are left out."""
         from rltf.config.loading import load_config
 
         a = self.args
+        extra = [o for o in a.override if openagi or not o.startswith("env.")]
         files = [o for o in overrides if o.startswith("config=")]
         rest = [o for o in overrides if not o.startswith("config=")]
         return load_config([
@@ -127,7 +130,7 @@ class Check:
             f"planner.embedded.dir={self.tmp / 'embedded'}", "logging.report_to=none", "logging.progress_bar=false",
             f"rltf.steps={a.steps}", f"rltf.tasks_per_batch={a.tasks}", f"rltf.k_samples={a.k}",
             "rltf.eval_every=0", "rltf.checkpoint_every=0", f"sft.epochs={a.sft_epochs}", "eval.splits=[test]",
-            *rest, *a.override])
+            *rest, *extra])
 
     def smollm2_dir(self) -> Path:
         """A random-weight model of SmolLM2-135M's shape (``--tiny``: a small one) with the embedded
@@ -348,10 +351,43 @@ def phase_grpo(check: Check) -> dict:
     return out
 
 
+def phase_flow_rltf(check: Check) -> dict:
+    """``configs/travel-mtp.yaml``'s job (:func:`rltf.stages.flow_job.run_flow_job`) on the device:
+    the warm start on ``--sft-epochs`` epochs of a few train queries' solver decisions, the greedy
+    flow evaluation of ``--eval-tasks`` test queries before and after, ``--steps`` RLTF steps of the
+    job's 4 queries x 4 passes (``--tasks`` x ``--k`` on the CPU), the passes batched."""
+    import json
+
+    from rltf.stages.flow_job import run_flow_job
+
+    a, out = check.args, {}
+    queries, passes = (4, 4) if check.device == "cuda" else (a.tasks, a.k)
+    cfg = check.config("flow_rltf", ["config=configs/travel-mtp.yaml", f"rltf.tasks_per_batch={queries}",
+                                     f"rltf.k_samples={passes}", f"flow.limit={a.eval_tasks}",
+                                     f"flow.warm_start_queries={max(2, a.eval_tasks)}", "flow.oracle=false",
+                                     "flow.trace_queries=0"], openagi=False)
+    with check.clock.span(out.setdefault("job", {})):
+        summary = run_flow_job(cfg)
+    history = json.loads((Path(cfg.run_dir) / "rltf_history.json").read_text())
+    trajectories = queries * passes
+    walls = [trajectories / row["train/plans_per_s"] for row in history]
+    out["rltf_steps"] = {"n": len(walls), "first_wall_s": round(walls[0], 4),
+                         "median_wall_s": round(statistics.median(walls[1:] or walls), 4),
+                         "trajectories_per_step": trajectories,
+                         "decisions_per_trajectory_last": history[-1]["train/decisions"]}
+    out["train"] = {"reward_last": history[-1]["train/reward"], "final_pass_last": history[-1]["train/final_pass"],
+                    "logprob_mismatch_max": max(r["train/logprob_mismatch"] for r in history),
+                    "grad_norm_last": history[-1]["train/grad_norm"]}
+    out["evaluation"] = {"queries": len(summary["queries"]),
+                         **{f"{name}_final_pass": row["final pass"] for name, row in summary["table"].items()},
+                         "seconds_per_query": {name: row["seconds/query"] for name, row in summary["table"].items()}}
+    return out
+
+
 RUNS: dict[str, Callable[[Check], dict]] = {
     "embedded_rltf": phase_embedded_rltf, "device_generators": phase_device_generators,
     "bf16_autocast": phase_bf16_autocast, "smollm2_lora_rltf": phase_smollm2_lora_rltf,
-    "grpo": phase_grpo, "qlora_rltf": phase_qlora_rltf,
+    "grpo": phase_grpo, "qlora_rltf": phase_qlora_rltf, "flow_rltf": phase_flow_rltf,
 }
 
 

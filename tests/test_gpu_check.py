@@ -75,6 +75,12 @@ def test_cpu_fallback_runs_every_phase_or_says_why(gpu_check, tmp_path, capsys, 
     gens = report["phases"]["device_generators"]["details"]
     assert gens["same_plans"] and gens["same_plans_explicit_generator"] and gens["generator_device"] == "cpu"
     assert gens["logprob_repeat_max_abs"] == 0 and gens["sampler_vs_scorer_max_abs"] < 1e-4
+    flow = report["phases"]["flow_rltf"]["details"]  # the agent-flow job: its env is travel (no env.* overrides)
+    _timed(flow["job"])
+    assert flow["rltf_steps"]["n"] == 2 and flow["rltf_steps"]["trajectories_per_step"] == 4
+    assert flow["rltf_steps"]["median_wall_s"] > 0 and flow["train"]["logprob_mismatch_max"] < 1e-4
+    assert flow["evaluation"]["queries"] == 1
+    assert 0 <= flow["evaluation"]["finetuned_final_pass"] <= 1 and 0 <= flow["evaluation"]["rltf_final_pass"] <= 1
     grpo = report["phases"]["grpo"]["details"]
     assert grpo["grpo_steps"]["n"] == 1 and grpo["train"]["model_device"] == "cpu"
     _timed(grpo["grpo_steps"]["each"][0])
