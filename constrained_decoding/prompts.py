@@ -9,7 +9,8 @@ depend on the prompt it follows.
 Prompt length: ``tokenizer.model_max_length`` (rltf sets it from ``planner.max_prompt_tokens``)
 bounds every encoded prompt. A longer prompt loses tokens from the LEFT of its text (as TRL
 truncates prompts: the end of a few-shot prompt is the task itself), keeping the tokenizer's
-special tokens and the plan separator, and a warning says how many prompts were cut.
+special tokens and the plan separator, and a warning says prompts are cut (its text is the same for
+every call with the same limit, so Python's default filter shows it once where it is raised).
 
 Chat models: a causal planner whose tokenizer has a chat template (``tokenizer.chat_template``,
 e.g. SmolLM2-Instruct) reads its prompt the way it was instruction-tuned: the template around the
@@ -116,8 +117,10 @@ def encode_formatted(tokenizer, texts: Sequence[str], encoder_decoder: bool) -> 
         if len(x) > limit:
             x, cut = left_truncate(x, frame, limit), cut + 1
         out.append(x)
-    warnings.warn(f"{cut} of {len(ids)} prompt(s) are longer than {limit} tokens (planner.max_prompt_tokens / "
-                  "tokenizer.model_max_length): their text was truncated from the left", stacklevel=3)
+    # one text per limit: Python's default filter shows it once per place it is raised from, not
+    # on every call of a run whose prompts are cut by design (the travel flows' 160 tokens)
+    warnings.warn(f"prompts longer than {limit} tokens (planner.max_prompt_tokens / tokenizer.model_max_length) "
+                  "are truncated from the left, keeping their end", stacklevel=3)
     return out
 
 

@@ -3,6 +3,7 @@ loss weights independent of the number of processes, baselines that never contai
 own reward, a tokenizer that never sees held-out tasks, prompt length applied, docs that are true.
 """
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -208,13 +209,13 @@ def test_the_embedded_tokenizer_never_sees_a_held_out_task():
 # --------------------------------------------------------------------- 8. max_prompt_tokens
 @pytest.mark.parametrize("arch", ["t5", "llama"])
 def test_prompts_longer_than_the_limit_are_cut_from_the_left_keeping_the_template(arch):
-    tok = unigram_tokenizer() if arch == "t5" else bpe_tokenizer()
+    tok = copy.deepcopy(unigram_tokenizer() if arch == "t5" else bpe_tokenizer())  # (the shared ones keep their limit)
     enc_dec = arch == "t5"
     desc = "Given clozed English text, how to translate the text in German step by step?"
     long = "blah " * 40 + desc
     full = encode_prompts(tok, [desc, long], enc_dec)
     tok.model_max_length = len(full[0]) + 2
-    with pytest.warns(UserWarning, match=r"1 of 2 prompt\(s\) are longer than"):
+    with pytest.warns(UserWarning, match=r"prompts longer than \d+ tokens .* are truncated from the left"):
         cut = encode_prompts(tok, [desc, long], enc_dec)
     assert cut[0] == full[0]  # short prompts are untouched
     assert len(cut[1]) == tok.model_max_length
@@ -228,7 +229,7 @@ def test_prompts_longer_than_the_limit_are_cut_from_the_left_keeping_the_templat
 
 
 def test_sampler_and_scorer_agree_on_truncated_prompts():
-    tok = bpe_tokenizer()
+    tok = copy.deepcopy(bpe_tokenizer())  # (the shared one keeps its limit)
     planner = Planner(tiny_llama(tok, seed=1), tok, False, "tiny-llama")
     env = toy_env()
     t = env.tasks()[0]

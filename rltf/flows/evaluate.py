@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         import torch
 
         torch.set_num_threads(flow.backend.torch_threads)
-    warnings.filterwarnings("ignore", message=r".*prompt\(s\) are longer than.*")
+    warnings.filterwarnings("ignore", message=r"prompts longer than \d+ tokens .* are truncated from the left")
     try:
         from transformers.utils import logging as hf_logging
 
