@@ -111,7 +111,7 @@ def encode_formatted(tokenizer, texts: Sequence[str], encoder_decoder: bool) -> 
     limit = getattr(tokenizer, "model_max_length", None)
     if not limit or all(len(x) <= limit for x in ids):
         return ids
-    frame = list(tokenizer([format_prompt("", encoder_decoder, tokenizer)], add_special_tokens=not chat)["input_ids"][0])
+    frame = _token_ids(tokenizer, [format_prompt("", encoder_decoder, tokenizer)], add_special_tokens=not chat)[0]
     out, cut = [], 0
     for x in ids:
         if len(x) > limit:
@@ -132,12 +132,11 @@ _IDS_PER_TOKENIZER = 8192  # texts remembered per tokenizer (a flow step tokeniz
 def _token_ids(tokenizer, texts: list[str], add_special_tokens: bool) -> list[list[int]]:
     """``tokenizer(texts, add_special_tokens=...)["input_ids"]``, each text tokenised once per
     tokenizer: sampling and re-scoring read the same prompts, and so do a query's passes. The
-    memo starts afresh when the tokenizer's vocabulary size, length limit, special tokens or BOS / EOS
-    settings change; a tokenizer changed in another way (its normalizer, say) needs :func:`forget_ids`."""
+    memo (of uncut ids: the length limit applies after it) starts afresh when the tokenizer's
+    vocabulary size, special tokens or BOS / EOS settings change; a tokenizer changed in another way (its normalizer, say) needs :func:`forget_ids`."""
     if not texts:
         return []
-    settings = (len(tokenizer), getattr(tokenizer, "model_max_length", None),
-                tuple(getattr(tokenizer, "all_special_ids", ())), getattr(tokenizer, "add_bos_token", None),
+    settings = (len(tokenizer), tuple(getattr(tokenizer, "all_special_ids", ())), getattr(tokenizer, "add_bos_token", None),
                 getattr(tokenizer, "add_eos_token", None))
     try:
         held = _IDS.get(tokenizer)
