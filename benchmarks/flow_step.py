@@ -4,7 +4,8 @@ The MTP RL step (:meth:`rltf.flows.training.trainer.FlowRLTFTrainer.train_step` 
 ``configs/travel-mtp.yaml``: 4 queries x 4 passes, every decision sampled from the embedded planner)
 and the held-out flow evaluation (:func:`rltf.flows.evaluation.evaluate_method`, greedy, ``--queries``
 test queries), each run with ``flow.backend.batch_size=1`` (every backend call decodes one
-decision: the reference) and with the passes batched (``--batch-size``, default the config's 16),
+decision: the reference) and with the passes batched (``--batch-size``, default the config's 72: a
+step's 16 passes, every held-out query at once),
 timed in the same run, taking turns: RL step by RL step (each path its own trainer and envs), then
 evaluation by evaluation, so that a drift in the host's speed (identical runs here have differed by
 1.5x) reaches both paths alike; the ratio is printed for the sums and as the median of the pairs.
@@ -16,7 +17,7 @@ The timed steps and each evaluation start with no query's tables (:mod:`envs.tra
 the passes of a query share its searches and route options within a step, and a path never reads
 the tables the other filled (the tables are kept per env, and each path has its own).
 
-    OMP_NUM_THREADS=1 python benchmarks/flow_step.py [--steps 4] [--warmup 1] [--queries 16] [--eval-repeats 2] [--batch-size 16]
+    OMP_NUM_THREADS=1 python benchmarks/flow_step.py [--steps 4] [--warmup 1] [--queries 72] [--eval-repeats 2] [--batch-size 72]
 
 Last two lines: ``MTP RL step CPU one-at-a-time/batched: <ratio>`` and
 ``flow evaluation CPU one-at-a-time/batched: <ratio>``.
@@ -77,9 +78,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=4, help="timed RL steps per path (the paths take turns, step by step)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed RL steps per path first")
-    ap.add_argument("--queries", type=int, default=16, help="held-out queries evaluated per path")
+    ap.add_argument("--queries", type=int, default=72, help="held-out queries evaluated per path (72: all)")
     ap.add_argument("--eval-repeats", type=int, default=2, help="evaluations per path (the paths take turns)")
-    ap.add_argument("--batch-size", type=int, default=16, help="passes run together on the batched path")
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="passes run together on the batched path (default: the config's flow.backend.batch_size)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -100,7 +102,7 @@ def main() -> None:
     cfg = load_config(base)
     train, held = envs.make_train_and_held_out(cfg.env)
     planner = load_planner(cfg.planner, tokenizer_texts_for(train))
-    paths = {"one-at-a-time": 1, "batched": args.batch_size}
+    paths = {"one-at-a-time": 1, "batched": args.batch_size or cfg.flow.backend.batch_size}
     print(f"MTP flow, {cfg.rltf.tasks_per_batch} queries x {cfg.rltf.k_samples} passes per step; embedded planner "
           f"d_model {cfg.planner.embedded.d_model}; torch threads {torch.get_num_threads()}; the two paths take "
           "turns (step by step, evaluation by evaluation) so that a drift in the host's speed reaches both")

@@ -131,7 +131,9 @@ _IDS_PER_TOKENIZER = 8192  # texts remembered per tokenizer (a flow step tokeniz
 
 def _token_ids(tokenizer, texts: list[str], add_special_tokens: bool) -> list[list[int]]:
     """``tokenizer(texts, add_special_tokens=...)["input_ids"]``, each text tokenised once per
-    tokenizer: sampling and re-scoring read the same prompts, and so do a query's passes. The
+    tokenizer: sampling and re-scoring read the same prompts, and so do a query's passes. Asked
+    with ``verbose=False``: the tokenizer's "longer than the maximum" notice would be wrong here, since
+    the caller cuts the ids to the limit and says so itself. The
     memo (of uncut ids: the length limit applies after it) starts afresh when the tokenizer's
     vocabulary size, special tokens or BOS / EOS settings change; a tokenizer changed in another way (its normalizer, say) needs :func:`forget_ids`."""
     if not texts:
@@ -141,7 +143,7 @@ def _token_ids(tokenizer, texts: list[str], add_special_tokens: bool) -> list[li
     try:
         held = _IDS.get(tokenizer)
     except TypeError:  # a tokenizer that cannot be weakly referenced: no memo
-        return [list(x) for x in tokenizer(texts, add_special_tokens=add_special_tokens)["input_ids"]]
+        return [list(x) for x in tokenizer(texts, add_special_tokens=add_special_tokens, verbose=False)["input_ids"]]
     keys = [(add_special_tokens, t) for t in texts]
     with _IDS_LOCK:  # (flow passes run in threads)
         if held is None or held[0] != settings:
@@ -149,7 +151,7 @@ def _token_ids(tokenizer, texts: list[str], add_special_tokens: bool) -> list[li
         memo: collections.OrderedDict = held[1]
         missing = list(dict.fromkeys(k for k in keys if k not in memo))
         if missing:
-            new = tokenizer([t for _, t in missing], add_special_tokens=add_special_tokens)["input_ids"]
+            new = tokenizer([t for _, t in missing], add_special_tokens=add_special_tokens, verbose=False)["input_ids"]
             memo.update(zip(missing, map(tuple, new)))
         out = []
         for k in keys:

@@ -76,3 +76,16 @@ def test_forget_ids_drops_the_memo():
     with patch:
         assert encode_formatted(tok, ["x y"], encoder_decoder=True) == direct(tok, ["x y"])
     assert seen[0] == "x y"
+
+
+def test_long_prompts_are_cut_without_the_tokenizers_indexing_notice():
+    """The ids are cut to the limit here (with rltf's own warning), so the tokenizer's "longer than the
+    specified maximum ... will result in indexing errors" notice, which it logs once per tokenizer, is
+    not raised: it would be false."""
+    tok = copy.deepcopy(bpe_tokenizer())
+    tok.model_max_length = 6
+    forget_ids(tok)
+    with pytest.warns(UserWarning, match="longer than 6 tokens"):
+        ids = encode_formatted(tok, ["a b c d e f g h i j k l m n o p"], encoder_decoder=True)
+    assert len(ids[0]) <= 6
+    assert not tok.deprecation_warnings.get("sequence-length-is-longer-than-the-specified-maximum")
