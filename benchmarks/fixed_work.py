@@ -40,6 +40,16 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 
 import torch  # noqa: E402
 
+from benchmarks.decoding_travel import build_embedded, travel_tokenizer_texts  # noqa: E402
+from constrained_decoding import kv_rows, plan_logprobs, sample_plans  # noqa: E402
+from envs.openagi.env import OpenAGIEnv  # noqa: E402
+from envs.openagi.oracle import oracle_for_task, search_oracle  # noqa: E402
+from envs.openagi.oracle.fingerprint import code_fingerprint  # noqa: E402
+from envs.openagi.split import load_split  # noqa: E402
+from envs.travel import grammar_memo  # noqa: E402
+from envs.travel.env import TravelPlannerEnv  # noqa: E402
+from envs.travel.grammar import build_travel_grammar  # noqa: E402
+
 TRAVEL_DAYS = (3, 5, 7)
 
 
@@ -51,11 +61,6 @@ def cpu_of(fn):
 
 
 def oracle_section(n_tasks: int) -> float:
-    from envs.openagi.env import OpenAGIEnv
-    from envs.openagi.oracle import oracle_for_task, search_oracle
-    from envs.openagi.oracle.fingerprint import code_fingerprint
-    from envs.openagi.split import load_split
-
     test_ids = load_split("lite")["test"]
     test_ids = test_ids[:n_tasks] if n_tasks else test_ids
 
@@ -81,12 +86,6 @@ def oracle_section(n_tasks: int) -> float:
 
 
 def travel_section(n_queries: int, k: int, repeats: int = 3) -> list[float]:
-    from benchmarks.decoding_travel import build_embedded, travel_tokenizer_texts
-    from constrained_decoding import plan_logprobs, sample_plans
-    from envs.travel import grammar_memo
-    from envs.travel.env import TravelPlannerEnv
-    from envs.travel.grammar import build_travel_grammar
-
     env = TravelPlannerEnv("all")
     model, tok = build_embedded(travel_tokenizer_texts(env))
     print(f"\ntravel flat step: {n_queries} queries x {k} plans, embedded planner "
@@ -148,8 +147,6 @@ class PhaseTimers:
     :meth:`reset`; :meth:`paused` leaves a block out."""
 
     def __init__(self, model, phases: dict[str, float]):
-        from constrained_decoding import kv_rows
-
         self.totals = {"decoder": 0.0, "rows": 0.0}
         self._on, self._start = True, 0.0
         for stack in (model.get_encoder(), model.get_decoder()):

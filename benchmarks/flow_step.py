@@ -40,9 +40,17 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+from accelerate import Accelerator  # noqa: E402
 
+import envs  # noqa: E402
 import rltf.flows.engine.batching as batching  # noqa: E402
 from envs.travel import catalog_memo  # noqa: E402
+from rltf.config.loading import load_config  # noqa: E402
+from rltf.flows.backends.planner import PlannerBackend  # noqa: E402
+from rltf.flows.evaluation import evaluate_method, select_queries  # noqa: E402
+from rltf.flows.training.trainer import FlowRLTFTrainer  # noqa: E402
+from rltf.planners.loading import load_planner  # noqa: E402
+from rltf.planners.tokenizer import tokenizer_texts_for  # noqa: E402
 
 CPU: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # path -> part -> CPU seconds
 PATH = ["one-at-a-time"]  # the path being timed now
@@ -85,16 +93,6 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-
-    from accelerate import Accelerator
-
-    import envs
-    from rltf.config.loading import load_config
-    from rltf.flows.backends.planner import PlannerBackend
-    from rltf.flows.evaluation import evaluate_method, select_queries
-    from rltf.flows.training.trainer import FlowRLTFTrainer
-    from rltf.planners.loading import load_planner
-    from rltf.planners.tokenizer import tokenizer_texts_for
 
     tmp = Path(tempfile.mkdtemp(prefix="flow_step_"))
     base = ["config=configs/travel-mtp.yaml", f"output_dir={tmp}", "logging.progress_bar=false",

@@ -238,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         check = Check(args, device, precision, Path(tmp), Clock(device == "cuda"))
         with check.clock.span(report["imports"]):  # the project's modules (else timed in the first phase)
             try:
-                import rltf.rl.trainer  # noqa: F401
-                import rltf.stages.plan_job  # noqa: F401
+                import rltf.rl.trainer  # noqa: F401  (timed here; a failure fails the phases that need it)
+                import rltf.stages.plan_job  # noqa: F401  (as the line above)
             except Exception:  # the phases that need them fail and say why
                 report["imports"]["error"] = last_line(traceback.format_exc())
         for name in PHASES:

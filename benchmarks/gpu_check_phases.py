@@ -119,7 +119,7 @@ class Check:
         """The run config of a phase: a config file's ``config=`` first, then the check's sizes, the
         phase's own overrides and ``--override`` (last: it wins, and a bad one fails the phase).
         ``openagi=False`` (a phase on another env): the ``--override env.*`` keys are left out."""
-        from rltf.config.loading import load_config
+        from rltf.config.loading import load_config  # per phase: an import error fails this phase only
 
         a = self.args
         extra = [o for o in a.override if openagi or not o.startswith("env.")]
@@ -136,11 +136,11 @@ class Check:
         """A random-weight model of SmolLM2-135M's shape (``--tiny``: a small one) with the embedded
         planner's tokenizer (trained here on OpenAGI's texts; LLaMA conventions), saved once."""
         if self._model_dir is None:
-            from transformers import LlamaConfig, LlamaForCausalLM
+            from transformers import LlamaConfig, LlamaForCausalLM  # per phase: an import error fails this phase only
 
-            from rltf.planners.embedded import causal_tokenizer
-            from rltf.planners.hf_models import DTYPES
-            from rltf.planners.tokenizer import default_tokenizer_texts, train_plan_tokenizer
+            from rltf.planners.embedded import causal_tokenizer  # per phase: an import error fails this phase only
+            from rltf.planners.hf_models import DTYPES  # per phase: an import error fails this phase only
+            from rltf.planners.tokenizer import default_tokenizer_texts, train_plan_tokenizer  # per phase: an import error fails this phase only
 
             tokenizer = causal_tokenizer(train_plan_tokenizer(default_tokenizer_texts()))
             shape = dict(TINY_SHAPE if self.args.tiny else SMOLLM2_135M)
@@ -162,8 +162,8 @@ class Check:
 def main_job_stages(check: Check, cfg) -> dict:
     """The main job's stages on ``cfg``'s planner: build, SFT + handoff, ``rltf.steps`` RLTF steps
     (each timed), the constrained evaluation of ``--eval-tasks`` test tasks."""
-    from rltf.rl.trainer import RLTFTrainer
-    from rltf.stages import plan_job as stages
+    from rltf.rl.trainer import RLTFTrainer  # per phase: an import error fails this phase only
+    from rltf.stages import plan_job as stages  # per phase: an import error fails this phase only
 
     clock, out = check.clock, {}
     job = stages.start(cfg)
@@ -210,7 +210,7 @@ def phase_embedded_rltf(check: Check) -> dict:
 def _sampling_setup(check: Check, phase: str):
     """The embedded planner (scratch encoder, not fine-tuned) on the device, the accelerator and
     ``--tasks`` train tasks with their grammars."""
-    from rltf.stages import plan_job as stages
+    from rltf.stages import plan_job as stages  # per phase: an import error fails this phase only
 
     job = stages.start(check.config(phase, ["planner.embedded.encoder=scratch"]))
     envs = stages.build_envs(job)
@@ -221,7 +221,7 @@ def _sampling_setup(check: Check, phase: str):
 
 
 def _teacher_forced(planner, tasks, grammars, decoded, temperature: float) -> torch.Tensor:
-    from constrained_decoding.logprobs import plan_logprobs
+    from constrained_decoding.logprobs import plan_logprobs  # per phase: an import error fails this phase only
 
     plans = [d for ds in decoded for d in ds]
     prompts = [t.description for t, ds in zip(tasks, decoded) for _ in ds]
@@ -231,7 +231,7 @@ def _teacher_forced(planner, tasks, grammars, decoded, temperature: float) -> to
 
 
 def phase_device_generators(check: Check) -> dict:
-    from constrained_decoding.decode import sample_plans
+    from constrained_decoding.decode import sample_plans  # per phase: an import error fails this phase only
 
     job, planner, tasks, grammars = _sampling_setup(check, "device_generators")
     model, k, out = planner.model, check.args.k, {}
@@ -262,7 +262,7 @@ def phase_device_generators(check: Check) -> dict:
 
 
 def phase_bf16_autocast(check: Check) -> dict:
-    from constrained_decoding.decode import sample_plans
+    from constrained_decoding.decode import sample_plans  # per phase: an import error fails this phase only
 
     job, planner, tasks, grammars = _sampling_setup(check, "bf16_autocast")
     acc, model = job.acc, planner.model
@@ -314,10 +314,10 @@ def phase_qlora_rltf(check: Check) -> dict:
 
 
 def phase_grpo(check: Check) -> dict:
-    from transformers import TrainerCallback
+    from transformers import TrainerCallback  # per phase: an import error fails this phase only
 
-    from rltf.comparison.grpo import make_grpo_trainer
-    from rltf.stages import plan_job as stages
+    from rltf.comparison.grpo import make_grpo_trainer  # per phase: an import error fails this phase only
+    from rltf.stages import plan_job as stages  # per phase: an import error fails this phase only
 
     clock, out, steps = check.clock, {}, []
     cfg = check.config("grpo", ["config=configs/grpo-lite.yaml", f"planner.model={_random_model(check, out)}",
@@ -356,9 +356,9 @@ def phase_flow_rltf(check: Check) -> dict:
     the warm start on ``--sft-epochs`` epochs of a few train queries' solver decisions, the greedy
     flow evaluation of ``--eval-tasks`` test queries before and after, ``--steps`` RLTF steps of the
     job's 4 queries x 4 passes (``--tasks`` x ``--k`` on the CPU), the passes batched."""
-    import json
+    import json  # per phase: an import error fails this phase only
 
-    from rltf.stages.flow_job import run_flow_job
+    from rltf.stages.flow_job import run_flow_job  # per phase: an import error fails this phase only
 
     a, out = check.args, {}
     queries, passes = (4, 4) if check.device == "cuda" else (a.tasks, a.k)

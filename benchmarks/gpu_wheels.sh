@@ -51,7 +51,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from envs.minilm import minilm_dir
+from common.minilm import minilm_dir
 
 src, dst = minilm_dir("the GPU check's text metrics"), Path(sys.argv[1])
 dst.mkdir(parents=True)

@@ -50,12 +50,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,19 +89,20 @@ def worker(out: Path, job_args: list[str]) -> None:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if os.environ.get(BY_TASK) == "1":
-        from envs.openagi.env import OpenAGIEnv
+        from envs.openagi.env import OpenAGIEnv  # the launched worker's own: after its sys.path / env setup
 
         OpenAGIEnv.split_reward_plans = None  # rltf.rl.steps.execute: each process executes its own plans
-    from rltf.rl import trainer
-    from rltf.run import distributed
-    from rltf.stages import plan_job
-    from train import rltf as recipe
+    from rltf.rl import trainer  # the launched worker's own: after its sys.path / env setup
+    from rltf.rl.update import Updater  # the launched worker's own: after its sys.path / env setup
+    from rltf.run import distributed  # the launched worker's own: after its sys.path / env setup
+    from rltf.stages import plan_job  # the launched worker's own: after its sys.path / env setup
+    from train import rltf as recipe  # the launched worker's own: after its sys.path / env setup
 
     timing: dict = {}
     train_rltf = plan_job.train_rltf
     clock = PhaseClock()
     trainer.sample_plans = clock.wrap("sample", trainer.sample_plans)
-    trainer.update = clock.wrap("update", trainer.update)
+    Updater.apply = clock.wrap("update", Updater.apply)  # backward, clipping and the optimizer step
     distributed.all_reduce_grads = clock.wrap("all_reduce", distributed.all_reduce_grads)
 
     def timed_train_rltf(run, planner, envs):
@@ -170,8 +172,6 @@ def launch(processes: int, out: Path, job_args: list[str], by_task: bool = False
 def ceiling(processes: int, job: list[str], out: Path, alone: float) -> float:
     """Plans/s of ``processes`` independent one-process copies of the job run at once (no
     communication, no shared work), summed, over ``alone`` (one copy's plans/s run by itself)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     def copy(i: int) -> dict:
         return launch(1, out / f"copy{i}-timing", [*job, f"run_name=copy{i}"])
 

@@ -34,7 +34,12 @@ from pathlib import Path
 
 import torch
 
-from constrained_decoding.prompts import encode_prompts
+import envs
+from constrained_decoding.decode import sample_plans
+from constrained_decoding.logprobs import plan_logprobs
+from constrained_decoding.prompts import Conversation, encode_prompts
+from rltf.config.loading import load_config
+from rltf.planners.loading import load_planner
 
 PHASES = ("sampling", "scoring", "sft")
 LORA_TARGETS = "[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]"
@@ -42,10 +47,6 @@ LORA_TARGETS = "[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]"
 
 def build(args, tmp: Path):
     """The config, the planner (SmolLM2 + LoRA) and the train env's first ``args.tasks`` tasks with a reference plan."""
-    import envs
-    from rltf.config.loading import load_config
-    from rltf.planners.loading import load_planner
-
     cfg = load_config([f"output_dir={tmp}", "run_name=bench", "planner.model=smollm2", "planner.arch=causal",
                        "planner.dtype=float32", "planner.lora.enabled=true", "planner.lora.r=8",
                        "planner.lora.alpha=16", f"planner.lora.target_modules={LORA_TARGETS}",
@@ -60,8 +61,6 @@ def task_prompts(env, tasks, kind: str) -> list:
     """``task``: the task descriptions, as the trainer passes them (SmolLM2 reads them in its chat
     template, with the template's default system message); ``instructed``: the env's plan
     instructions (OpenAGI: every tool with a one-line description) as the system message first."""
-    from constrained_decoding.prompts import Conversation
-
     if kind == "task":
         return [t.description for t in tasks]
     return [Conversation(t.description, env.plan_instructions()) for t in tasks]
@@ -69,9 +68,6 @@ def task_prompts(env, tasks, kind: str) -> list:
 
 def one_round(planner, env, tasks, prompts, k: int, temperature: float, seed: int, share_prompt: bool):
     """CPU seconds of each phase (one call each) and the scored log-probabilities."""
-    from constrained_decoding.decode import sample_plans
-    from constrained_decoding.logprobs import plan_logprobs
-
     model, tok = planner.model, planner.tokenizer
     grammars = [env.grammar(tok, t) for t in tasks]
     model.eval()

@@ -51,24 +51,32 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from collections import OrderedDict  # noqa: E402
+from functools import partial  # noqa: E402
+
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from accelerate import Accelerator  # noqa: E402
+
+from envs.openagi.env import OpenAGIEnv  # noqa: E402
+from envs.openagi.lite import build_lite_registry  # noqa: E402
+from envs.openagi.lite.image.classification import classify  # noqa: E402
+from envs.openagi.lite.image.common import _check_images  # noqa: E402
+from envs.openagi.lite.text.fill_mask import fill_mask  # noqa: E402
+from envs.openagi.metrics.image import image_similarity_batch  # noqa: E402
+from envs.openagi.metrics.text import _minilm  # noqa: E402
+from envs.openagi.tools import register_spec  # noqa: E402
+from rltf.config.loading import load_config  # noqa: E402
+from rltf.planners.loading import load_planner  # noqa: E402
+from rltf.planners.tokenizer import tokenizer_texts_for  # noqa: E402
+from rltf.rl.sft import supervised_finetune  # noqa: E402
+from rltf.rl.trainer import RLTFTrainer  # noqa: E402
 
 VARIANTS = ("per-sample", "restorers", "batched", "shared")
 
 
 def make_env(cfg, variant: str):
     """The default train env on a cold cache, its experts and image metric batched as ``variant`` says."""
-    from functools import partial
-
-    from envs.openagi.env import OpenAGIEnv
-    from envs.openagi.lite import build_lite_registry
-    from envs.openagi.lite.image.classification import classify
-    from envs.openagi.lite.image.common import _check_images
-    from envs.openagi.lite.text.fill_mask import fill_mask
-    from envs.openagi.metrics.image import image_similarity_batch
-    from envs.openagi.tools import register_spec
-
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     e = cfg.env
@@ -107,14 +115,6 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     torch.set_num_threads(1)
 
-    from accelerate import Accelerator
-
-    from rltf.config.loading import load_config
-    from rltf.planners.loading import load_planner
-    from rltf.planners.tokenizer import tokenizer_texts_for
-    from rltf.rl.sft import supervised_finetune
-    from rltf.rl.trainer import RLTFTrainer
-
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config([f"output_dir={tmp}", "run_name=bench", f"seed={args.seed}", "env.cache_mib=0",
                            f"rltf.steps={10**6}", "rltf.eval_every=0", "logging.progress_bar=false"])
@@ -135,9 +135,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"default RL step: {cfg.rltf.tasks_per_batch} tasks x {cfg.rltf.k_samples} plans, "
               f"{cfg.env.samples_per_step} samples a plan, cold cache (env.cache_mib=0); "
               f"{args.warmup} warm-up + {args.steps} timed steps per variant, taking turns; CPU seconds, 1 thread")
-        from collections import OrderedDict
-
-        from envs.openagi.metrics.text import _minilm
 
         embedder = _minilm()
         for step in range(args.warmup + args.steps):

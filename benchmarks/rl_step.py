@@ -72,8 +72,16 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+from accelerate import Accelerator  # noqa: E402
 
+import envs  # noqa: E402
+import rltf.rl.trainer as rltf_trainer  # noqa: E402
 from benchmarks import prompt_sharing as sharing  # noqa: E402
+from constrained_decoding.prompts import format_prompt  # noqa: E402
+from rltf.comparison.grpo import make_grpo_trainer, text_finetune  # noqa: E402
+from rltf.config.loading import load_config  # noqa: E402
+from rltf.planners.embedded import build_embedded_planner  # noqa: E402
+from rltf.rl.sft import supervised_finetune  # noqa: E402
 
 PHASES = ("generation", "reward", "update")
 
@@ -105,12 +113,6 @@ class Clock:
 
 def build(args, tmp: Path):
     """Config, the warm-started planner (two copies), the two train envs, the RLTF and TRL trainers."""
-    import envs
-    import rltf.rl.trainer as rltf_trainer
-    from rltf.config.loading import load_config
-    from rltf.planners.embedded import build_embedded_planner
-    from rltf.comparison.grpo import make_grpo_trainer, text_finetune
-
     cfg = load_config([f"output_dir={tmp}", "run_name=bench", "planner.arch=causal", f"seed={args.seed}",
                        f"rltf.tasks_per_batch={args.tasks}", f"rltf.k_samples={args.k}", f"rltf.steps={10**6}",
                        "rltf.entropy_coef=0", "rltf.eval_every=0", "logging.progress_bar=false",
@@ -123,10 +125,6 @@ def build(args, tmp: Path):
         text_finetune(planner, env_rltf.tasks(), epochs=args.sft_epochs, lr=cfg.sft.lr,
                       batch_size=cfg.sft.batch_size, seed=cfg.seed)
     elif args.warm_start == "constrained" and args.sft_epochs:
-        from accelerate import Accelerator
-
-        from rltf.rl.sft import supervised_finetune
-
         supervised_finetune(planner, env_rltf, env_rltf.tasks(), epochs=args.sft_epochs, lr=cfg.sft.lr,
                             batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=Accelerator(cpu=True),
                             progress=False)
@@ -179,7 +177,6 @@ def timed(clock: Clock, fn) -> tuple[dict[str, float], object]:
 
 def run(args) -> dict:
     torch.set_num_threads(args.threads)
-    import rltf.rl.trainer as rltf_trainer
 
     sampler = rltf_trainer.sample_plans
     with tempfile.TemporaryDirectory() as tmp:
@@ -191,8 +188,6 @@ def run(args) -> dict:
 
 
 def _measure(args, tmp: Path):
-    from constrained_decoding.prompts import format_prompt
-
     cfg, rl, grpo, reward, clock = build(args, tmp)
     prompt_of = {t.id: format_prompt(t.description, False) for t in rl.env.tasks()}
     times: dict[str, list[dict]] = {"rltf": [], "grpo": []}

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 
 import torch
 import xgrammar as xgr
+from tokenizers import decoders
 from transformers import LogitsProcessor
 
 from constrained_decoding.dfa import TokenDFA, build_dfa
@@ -70,8 +71,6 @@ def _byte_decoder() -> dict[str, int]:
 
 
 def _is_byte_level(decoder) -> bool:
-    from tokenizers import decoders
-
     if isinstance(decoder, decoders.ByteLevel):
         return True
     return '"ByteLevel"' in (decoder.__getstate__().decode() if hasattr(decoder, "__getstate__") else "")
@@ -80,8 +79,6 @@ def _is_byte_level(decoder) -> bool:
 def token_bytes(tokenizer, vocab_size: int | None = None) -> list[bytes]:
     """What each token id writes, as bytes (``b""`` for special tokens and ids past the tokenizer's
     vocabulary, e.g. a model's padded embedding rows); see the module docstring."""
-    from tokenizers import decoders
-
     n = vocab_size if vocab_size is not None else len(tokenizer)
     pieces = tokenizer.convert_ids_to_tokens(list(range(min(n, len(tokenizer)))))
     special = set(tokenizer.all_special_ids) | {

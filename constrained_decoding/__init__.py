@@ -5,7 +5,8 @@ The distribution
 A planner defines token distributions softmax(z / τ). The *constrained policy* π_c masks them to
 the tokens the grammar allows in the current grammar state and renormalises:
 π_c(a | s) = exp(z_a/τ) / Σ_{a' ∈ A(s)} exp(z_{a'}/τ). Everything here — sampling, beam search,
-greedy and the teacher-forced scorer — uses this one distribution, and the grammar states are a
+greedy and the teacher-forced scorer — uses this one distribution, written once
+(:func:`constrained_decoding.masking.constrained_logprobs`), and the grammar states are a
 deterministic function of the decoded prefix, so :func:`plan_logprobs` recomputes exactly the
 log-probabilities :func:`sample_plans` reports, and Σ_{valid plans} π_c(plan) = 1.
 
@@ -50,7 +51,8 @@ Public API
 - :func:`format_prompt`, :data:`PLAN_SEPARATOR`: the prompt format (causal models append it)
 
 Modules: ``protocol`` (Grammar), ``dfa`` (TokenDFA), ``rows`` (row languages from texts),
-``tables`` (a batch's automata as tensors), ``head`` (allowed-token logits), ``kv_rows`` (the
+``tables`` (a batch's automata as tensors), ``head`` (allowed-token logits), ``masking`` (the
+token mask: π_c's log-probabilities from the allowed-token logits), ``kv_rows`` (the
 running rows' cache), ``runner`` (the model, step-wise and teacher-forced), ``encoder_memo``
 (encoder states read once for sampling and scoring), ``search``
 (sampling), ``beam`` (beam search), ``decode`` / ``logprobs`` (the API), ``prompts``.

@@ -2,9 +2,10 @@
 
 This is the quantity the RL loss needs: log π_c(action) = Σ over the action's rows and tokens of
 z_a/τ − logsumexp_{a' ∈ A(s)} z_{a'}/τ, with the same grammar states A(s) the decoder used
-(they are a deterministic function of the prefix). Batched (all rows of all actions in one
-forward pass) and differentiable; the model's train/eval mode is left to the caller (eval mode,
-or no dropout, reproduces the decoder's numbers).
+(they are a deterministic function of the prefix) and the decoder's own mask
+(:func:`constrained_decoding.masking.constrained_logprobs`; a non-finite score stays non-finite).
+Batched (all rows of all actions in one forward pass) and differentiable; the model's train/eval
+mode is left to the caller (eval mode, or no dropout, reproduces the decoder's numbers).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from torch import nn
 from constrained_decoding.decode import DecodedPlan, check_grammars
 from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.head import HeadMode
+from constrained_decoding.masking import constrained_logprobs
 from constrained_decoding.protocol import Grammar
 from constrained_decoding.runner import PlannerRunner
 from constrained_decoding.tables import stack_tables
@@ -121,7 +123,6 @@ def _row_logprobs(runner: PlannerRunner, tables, sink: int, temperature: float, 
     dev = runner.device
     state, slot, mask = state.to(dev), slot.to(dev), mask.to(dev)
     feats = runner.teacher_force(torch.as_tensor(row_prompt), rows)
-    z = runner.allowed_logits(feats, tables, state) / temperature
-    z = z.masked_fill(~tables.valid[state], float("-inf"))
-    lp = z.log_softmax(-1).gather(-1, slot.unsqueeze(-1)).squeeze(-1)
+    lp = constrained_logprobs(runner.allowed_logits(feats, tables, state), tables.valid[state], temperature)
+    lp = lp.gather(-1, slot.unsqueeze(-1)).squeeze(-1)
     return torch.where(mask, lp, torch.zeros_like(lp)).sum(-1)

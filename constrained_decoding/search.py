@@ -4,8 +4,9 @@ A row starts at a grammar state; its forced prefix (the tokens that are the only
 the context part of a branch row) is prefilled in one forward pass. Then at every step, for all
 rows at once: gather the allowed token ids of each row's state, score them
 (:meth:`PlannerRunner.allowed_logits`), log-softmax over the allowed slots only (the constrained,
-renormalised distribution, at the sampling temperature), choose slots, look up next states. A
-finished row sits in its grammar's sink and emits pad with log-probability 0.
+renormalised distribution, at the sampling temperature; :mod:`constrained_decoding.masking`, the
+scorer's mask too), choose slots, look up next states. A finished row sits in its grammar's sink
+and emits pad with log-probability 0.
 
 Continuous batching: when rows (sampling) or beam groups finish, a ``spawn`` callback may return
 new ones (the branch rows of a finished head row); they are prefilled and join the running batch
@@ -24,7 +25,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from common.errors import UserError
 from constrained_decoding.kv_rows import RowFork
+from constrained_decoding.masking import decoding_logprobs
 from constrained_decoding.protocol import Grammar
 from constrained_decoding.row_draws import RowDraws, categorical
 from constrained_decoding.runner import PlannerRunner
@@ -76,7 +79,7 @@ def forks_for(runner: PlannerRunner, finished: Sequence[tuple[int | RowFork, int
     return out
 
 
-class NonFiniteLogitsError(FloatingPointError):
+class NonFiniteLogitsError(UserError, FloatingPointError):
     """The planner's logits for the tokens a grammar allows are NaN or +inf (or all -inf): its
     weights or inputs went non-finite. Decoding stops rather than emit or score anything."""
 
@@ -93,19 +96,12 @@ def slot_logprobs(runner: PlannerRunner, tables: StateTables, feats: torch.Tenso
     """Per row, the constrained log-probabilities of its state's slots, their token ids, and
     whether the row's logits were unusable (``bad``: NaN, +inf, or every allowed token at -inf).
 
-    Slots the grammar does not allow are -inf whatever the logits, and a bad row gets the uniform
-    distribution over its allowed slots, so no choice made from the result ever leaves the grammar
-    (and ``torch.multinomial`` never sees a NaN); callers raise :func:`nonfinite_logits_error`
+    The mask is :func:`constrained_decoding.masking.decoding_logprobs` (the scorer's
+    :func:`~constrained_decoding.masking.constrained_logprobs`, with a bad row replaced by the
+    uniform distribution over its allowed slots); callers raise :func:`nonfinite_logits_error`
     when any row is bad, at a step's first host transfer."""
     idx = tables.allowed[state]
-    valid = tables.valid[state]
-    z = runner.allowed_logits(feats, tables, state)
-    if temperature != 1.0:
-        z = z / temperature
-    lp = z.masked_fill(~valid, float("-inf")).log_softmax(-1)
-    bad = (lp.isnan() & valid).any(-1)
-    uniform = -valid.sum(-1, keepdim=True).clamp(min=1).to(lp.dtype).log()
-    lp = torch.where(bad.unsqueeze(-1), uniform.expand_as(lp), lp).masked_fill(~valid, float("-inf"))
+    lp, bad = decoding_logprobs(runner.allowed_logits(feats, tables, state), tables.valid[state], temperature)
     return lp, idx, bad
 
 

@@ -23,12 +23,13 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from common.errors import UserError
 from envs import registry
 
 DEFAULT_ENV = "openagi"  # what an env: section without a name (every config before the second env) selects
 
 
-class EnvConfigError(ValueError):
+class EnvConfigError(UserError, ValueError):
     """An env config that cannot run: a bad value, a key of another env, an unknown env name, a
     ``tools`` entry that is not importable or not callable. The message names the key."""
 

@@ -1,8 +1,8 @@
-"""Atomic writes (envs/atomic.py): a file or folder appears whole or not at all."""
+"""Atomic writes (common/atomic.py): a file or folder appears whole or not at all."""
 
 import pytest
 
-from envs.atomic import atomic_dir, write_atomic
+from common.atomic import atomic_dir, write_atomic
 
 
 def test_write_atomic_replaces_whole_files_and_leaves_no_temporaries(tmp_path):

@@ -10,16 +10,16 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-import rltf.rl.steps as rl_steps
-import rltf.rl.trainer as flat_trainer
+import rltf.rl.update as rl_update
 from constrained_decoding.decode import sample_plans
 from constrained_decoding.logprobs import plan_logprobs
 from rltf.config.loading import load_config
 from rltf.planners.planner import Planner
-from rltf.rl.baselines import Baseline
-from rltf.rl.objectives import clipped_surrogate, decision_log_ratios
-from rltf.rl.steps import draw_step, minibatches
+from rltf.algorithms.baselines import Baseline
+from rltf.algorithms.objectives import clipped_surrogate, decision_log_ratios
+from rltf.rl.steps import draw_step
 from rltf.rl.trainer import RLTFTrainer
+from rltf.rl.update import Updater, minibatches
 from tests.test_flow_rl import _trainer as flow_trainer
 from tests.test_flow_rl import _weights, world  # noqa: F401  (world: the flow tests' fixture)
 from tests.tiny_models import tiny_t5, unigram_tokenizer
@@ -90,20 +90,19 @@ def test_the_first_minibatch_has_ratio_exactly_one_and_takes_the_reinforce_step(
     """update_epochs=2, minibatches=1: the first update's r is exactly 1 and its step is the REINFORCE
     step of the same batch; the second pass re-scores the moved policy (r ≠ 1) and logs its statistics."""
     ratios, snapshots = [], []
-    surrogate, update = flat_trainer.clipped_surrogate, flat_trainer.update
+    surrogate, apply = rl_update.OBJECTIVES["clipped"], Updater.apply
 
     def recording_surrogate(log_ratio, weights, clip_eps):
         ratios.append(log_ratio.detach().clone())
         return surrogate(log_ratio, weights, clip_eps)
 
-    def recording_update(loss, state):
-        applied = update(loss, state)
-        snapshots.append(params(state.planner))
+    def recording_apply(updater, loss, step):
+        applied = apply(updater, loss, step)
+        snapshots.append({k: v.detach().clone() for k, v in updater.model.state_dict().items()})
         return applied
 
-    monkeypatch.setattr(flat_trainer, "clipped_surrogate", recording_surrogate)
-    monkeypatch.setattr(flat_trainer, "update", recording_update)
-    monkeypatch.setattr(rl_steps, "update", recording_update)  # the passes' updates (steps.clipped_passes)
+    monkeypatch.setitem(rl_update.OBJECTIVES._entries, "clipped", recording_surrogate)
+    monkeypatch.setattr(Updater, "apply", recording_apply)  # every optimizer step of the update rule
     cfg = make_cfg(tmp_path, "rltf.update_epochs=2", "rltf.entropy_coef=0.01")
     row = RLTFTrainer(cfg, make_planner(), toy_env(), Accelerator(cpu=True)).train_step()
     assert len(ratios) == len(snapshots) == 2
@@ -166,7 +165,7 @@ def test_a_trajectorys_decisions_share_its_ratio_with_their_own_gradients():
     assert torch.equal(jacobian, torch.eye(3))  # each decision's gradient: its own log π_c only
     own = decision_log_ratios(logp, old, owner, 2, "decision")
     torch.testing.assert_close(own.detach(), torch.tensor([0.1, -0.2, -0.1]), rtol=1e-6, atol=1e-7)
-    with pytest.raises(ValueError, match="ratio='token'"):
+    with pytest.raises(ValueError, match="unknown ratio 'token'; expected one of trajectory, decision"):
         decision_log_ratios(logp, old, owner, 2, "token")
 
 

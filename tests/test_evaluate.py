@@ -11,6 +11,7 @@ import pytest
 
 import envs
 from rltf.config.loading import load_config
+from rltf.planners.hf_models import PlannerError
 from rltf.run.checkpoint import checkpoints
 from rltf.run.folders import RunFolderError
 from rltf.stages.evaluated_planner import evaluated_planner
@@ -42,7 +43,7 @@ def _training_files(run_dir):
 
 
 def test_a_run_folder_evaluates_the_planner_the_run_reported_beside_it(finished):
-    """README: ``planner.model=checkpoints/default`` is the run's rltf planner, whose checkpoint
+    """README / docs/evaluation.md: ``planner.model=checkpoints/default`` is the run's rltf planner, whose checkpoint
     rotation keeps; one ``planner`` row for finetuned + rltf, the main job's rltf numbers; the
     files in ``<planner>/eval/``, the training run's files untouched."""
     args, summary, run_dir = finished
@@ -128,15 +129,16 @@ def test_a_run_folder_that_reports_no_planner_is_refused_naming_its_planner_fold
     (run_dir / "sft").mkdir(parents=True)
     (run_dir / "config.yaml").write_text("seed: 0\n")
     unfinished = rf"without results\.json \(not finished\?\).*: {re.escape(str(run_dir / 'sft'))}$"
-    with pytest.raises(RunFolderError, match=unfinished):
+    with pytest.raises(PlannerError, match=unfinished):
         evaluated_planner(str(run_dir), tmp_path / "elsewhere")
     (run_dir / "results.json").write_text(json.dumps({"table": {}}))
-    with pytest.raises(RunFolderError, match=r"reports no RLTF planner \(no rltf_selection"):
+    with pytest.raises(PlannerError, match=r"reports no RLTF planner \(no rltf_selection"):
         evaluated_planner(str(run_dir), tmp_path / "elsewhere")
     (run_dir / "results.json").write_text(json.dumps({"rltf_selection": {"select": "best_validation", "step": 7}}))
-    with pytest.raises(RunFolderError, match=r"step 7, but .*checkpoint-7/planner is missing"):
+    with pytest.raises(PlannerError, match=r"step 7, but .*checkpoint-7/planner is missing"):
         evaluated_planner(str(run_dir), tmp_path / "elsewhere")
     (run_dir / "rltf" / "checkpoint-7" / "planner").mkdir(parents=True)
+    (run_dir / "rltf" / "checkpoint-7" / "planner" / "config.json").write_text("{}")
     found = evaluated_planner(str(run_dir), tmp_path / "elsewhere")
     assert found.model == str(run_dir / "rltf" / "checkpoint-7" / "planner") and found.run == str(run_dir)
     assert found.out_dir == run_dir / "rltf" / "checkpoint-7" / "planner" / "eval"

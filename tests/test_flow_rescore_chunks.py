@@ -5,7 +5,6 @@ decisions in any forward pass (the trainer's, the clipped epochs' and the KL ref
 from __future__ import annotations
 
 import copy
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -15,7 +14,7 @@ import rltf.flows.backends.planner as planner_backend
 from rltf.config.loading import ConfigError, load_config
 from rltf.planners.loading import load_planner
 from rltf.planners.tokenizer import tokenizer_texts_for
-from rltf.rl.steps import update, update_in_chunks
+from rltf.rl.update import Updater
 from rltf.run.distributed import Sharding
 from tests.test_flow_rl import tiny_cfg
 
@@ -79,8 +78,8 @@ def test_chunked_rescoring_gives_the_one_forward_step(world, tmp_path, forward_s
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
 
 
-def _linear_state(on_nonfinite="stop"):
-    """A TrainingState's update fields around a linear model scoring 7 samples."""
+def _linear_state(on_nonfinite="stop", sharding="replicated"):
+    """An :class:`~rltf.rl.update.Updater` around a linear model scoring 7 samples."""
     from accelerate import Accelerator
 
     torch.manual_seed(0)
@@ -88,12 +87,11 @@ def _linear_state(on_nonfinite="stop"):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # (Adam's first step would see only the signs)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     acc = Accelerator(cpu=True)
-    rl = SimpleNamespace(max_grad_norm=0.5, on_nonfinite=on_nonfinite, lr=0.1)
-    return SimpleNamespace(acc=acc, model=model, optimizer=optimizer, scheduler=scheduler, rl=rl, step=0,
-                           sharding=Sharding("replicated", acc))
+    return Updater(model, optimizer, scheduler, Sharding(sharding, acc), acc, max_grad_norm=0.5,
+                   on_nonfinite=on_nonfinite, lr=0.1)
 
 
-def test_update_in_chunks_is_the_chain_rule_of_update():
+def test_apply_in_chunks_is_the_chain_rule_of_apply():
     x = torch.randn(7, 4, generator=torch.Generator().manual_seed(1))
     weights = torch.linspace(-1, 1, 7)
 
@@ -101,7 +99,7 @@ def test_update_in_chunks_is_the_chain_rule_of_update():
         return -(weights * scores).sum() + (scores**2).mean()
 
     whole = _linear_state()
-    reference = update(loss_of(whole.model(x).squeeze(1)), whole)
+    reference = whole.apply(loss_of(whole.model(x).squeeze(1)), step=0)
     chunked = _linear_state()
     values = chunked.model(x).squeeze(1).detach().requires_grad_(True)
     seen: list[int] = []
@@ -110,27 +108,26 @@ def test_update_in_chunks_is_the_chain_rule_of_update():
         seen.append(len(rows))
         return chunked.model(x[rows]).squeeze(1)
 
-    done = update_in_chunks(loss_of(values), values, range(7), rescore, 3, chunked)
+    done = chunked.apply_in_chunks(loss_of(values), values, range(7), rescore, 3, step=0)
     assert seen == [3, 3, 1] and done.skipped == 0.0 and done.grad_norm == pytest.approx(reference.grad_norm, rel=1e-6)
     for p, q in zip(chunked.model.parameters(), whole.model.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
 
 
-def test_update_in_chunks_skips_a_nonfinite_loss_without_running_the_model():
+def test_apply_in_chunks_skips_a_nonfinite_loss_without_running_the_model():
     state = _linear_state("skip")
     before = [p.detach().clone() for p in state.model.parameters()]
     values = torch.tensor([float("nan"), 1.0], requires_grad=True)
     with pytest.warns(RuntimeWarning, match="step skipped"):
-        done = update_in_chunks(values.sum(), values, [0, 1], lambda rows: pytest.fail("re-scored"), 1, state)
+        done = state.apply_in_chunks(values.sum(), values, [0, 1], lambda rows: pytest.fail("re-scored"), 1, step=0)
     assert done.skipped == 1.0 and all(torch.equal(p, q) for p, q in zip(state.model.parameters(), before))
 
 
-def test_update_in_chunks_refuses_sharded_processes():
-    state = _linear_state()
-    state.sharding = Sharding("fsdp", state.acc)
+def test_apply_in_chunks_refuses_sharded_processes():
+    state = _linear_state(sharding="fsdp")
     values = torch.ones(2, requires_grad=True)
     with pytest.raises(ValueError, match="fsdp sharding"):
-        update_in_chunks(values.sum(), values, [0, 1], lambda rows: values[rows], 1, state)
+        state.apply_in_chunks(values.sum(), values, [0, 1], lambda rows: values[rows], 1, step=0)
 
 
 def test_score_batch_must_be_positive(tmp_path):

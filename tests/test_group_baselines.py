@@ -7,7 +7,7 @@ import pytest
 from accelerate import Accelerator
 
 from rltf.config.loading import ConfigError, load_config
-from rltf.rl.baselines import BASELINES, GRPO_STD_EPS, Baseline
+from rltf.algorithms.baselines import BASELINES, GRPO_STD_EPS, Baseline
 from rltf.rl.trainer import RLTFTrainer
 from tests.test_clipped_updates import make_cfg, make_planner
 from tests.toy_env import toy_env

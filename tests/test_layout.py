@@ -1,11 +1,14 @@
 """The layout's rules, checked on the source (issue 22): imports only go down the layers, no import
-circle anywhere, no drawer files.
+circle anywhere, no drawer files, and an import inside a function says why it is there.
 
 Layers, lowest first (a module may import its own layer and those below it):
 
 ========================  ===================================================================
+``common``                generic helpers (user errors, atomic writes, the cache folder, settings
+                          fields, the MiniLM location): imports no other package of the project
 ``constrained_decoding``  the decoder: imports neither ``envs`` nor ``rltf``
 ``envs``                  the environments: import ``constrained_decoding``, never ``rltf``
+``rltf.algorithms``       the update's pure maths (baselines, credit, objectives): numpy / torch
 ``rltf.config``           the run config (its ``env:`` section is the env's own config class)
 ``rltf.planners``         planners and their loading
 ``rltf.run``              run plumbing: checkpoints, processes, tracking, the CLI error wrapper
@@ -20,7 +23,9 @@ Layers, lowest first (a module may import its own layer and those below it):
 ``rltf.comparison``       arms x seeds comparisons and the TRL GRPO baseline
 ========================  ===================================================================
 
-Every import statement counts, at any depth (a function-level import is still a dependency).
+Every import statement counts, at any depth (a function-level import is still a dependency). An
+import inside a function body is only for an optional or heavy dependency (or a subprocess entry
+point's own imports): it carries a comment, on its line or the line above, saying why.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("constrained_decoding", "envs", "rltf")
+PACKAGES = ("common", "constrained_decoding", "envs", "rltf")
 LAYERS = [
+    ("common",),
     ("constrained_decoding",),
     ("envs",),
+    ("rltf.algorithms",),
     ("rltf.config",),
     ("rltf.planners",),
     ("rltf.run",),
@@ -163,6 +170,52 @@ def test_no_drawer_files():
             if n > MAX_LINES:
                 long.append(f"{path.relative_to(ROOT)}: {n} lines")
     assert not long, f"files over {MAX_LINES} lines:\n" + "\n".join(long)
+
+
+def function_imports(source: str) -> list[tuple[int, bool]]:
+    """``(line, explained)`` of every import statement inside a function body of ``source``;
+    explained: a comment on its (first) line or on the line just above."""
+    lines = source.splitlines()
+    found = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if inside and isinstance(child, (ast.Import, ast.ImportFrom)):
+                line = lines[child.lineno - 1]
+                above = lines[child.lineno - 2].strip() if child.lineno > 1 else ""
+                found.append((child.lineno, "#" in line or above.startswith("#")))
+            visit(child, inside)
+
+    visit(ast.parse(source), False)
+    return found
+
+
+def test_function_level_imports_say_why():
+    """An import inside a function is for an optional / heavy dependency (or a subprocess entry
+    point) and says so; every other import sits at the top of its module."""
+    silent = []
+    for top in (*PACKAGES, "train", "benchmarks"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for line, explained in function_imports(path.read_text()):
+                if not explained:
+                    silent.append(f"{path.relative_to(ROOT)}:{line}")
+    assert not silent, f"{len(silent)} imports inside functions without a comment saying why:\n" + "\n".join(silent)
+
+
+def test_the_function_import_check_is_not_vacuous():
+    source = ("import os\n"
+              "def f():\n    import json\n"
+              "def g():\n    import wandb  # optional: only with report_to=wandb\n"
+              "def h():\n    # optional: the hf backend\n    import diffusers\n")
+    assert function_imports(source) == [(3, False), (5, True), (8, True)]
+
+
+def test_common_is_the_lowest_layer():
+    assert _layer("common.errors") == 0 < _layer("constrained_decoding.search")
+    for module, targets in _graph().items():
+        if module.startswith("common"):
+            assert all(t.startswith("common") for t in targets), f"{module} imports {targets}"
 
 
 def test_the_checker_catches_an_upward_import(tmp_path, monkeypatch):

@@ -1,8 +1,8 @@
-"""envs.minilm.minilm_dir: the package's folder by default, RLTF_MINILM_DIR when set, one-line errors."""
+"""common.minilm.minilm_dir: the package's folder by default, RLTF_MINILM_DIR when set, one-line errors."""
 
 import pytest
 
-from envs.minilm import DIR_VARIABLE, minilm_dir
+from common.minilm import DIR_VARIABLE, minilm_dir
 
 
 def test_default_is_the_package_folder(monkeypatch):

@@ -13,7 +13,7 @@ import rltf.rl.trainer as trainer_module
 from rltf.config.loading import ConfigError, load_config
 from rltf.planners.planner import Planner
 from rltf.rl.sft import NonFiniteSFTLossError, supervised_finetune
-from rltf.rl.steps import NonFiniteLossError
+from rltf.rl.update import NonFiniteLossError
 from rltf.rl.trainer import RLTFTrainer
 from tests.tiny_models import tiny_t5, unigram_tokenizer
 from tests.toy_env import toy_env

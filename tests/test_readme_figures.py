@@ -1,4 +1,5 @@
-"""benchmarks/readme_figures.py: the README's main-job figures table parses, and fresh runs are
+"""benchmarks/readme_figures.py: the main-job figures table (docs/results/main-job.md, generated from
+benchmarks/results/main-job/figures.json; the README's until issue 35) parses, and fresh runs are
 checked against its stated spread (runs here: results.json files as the main job writes them)."""
 
 import json
@@ -25,8 +26,9 @@ def write_run(runs_dir: Path, seed: int, finetuned: float, rltf: float) -> None:
     (folder / "results.json").write_text(json.dumps({"table": {"rows": rows}}))
 
 
-def test_the_readme_states_its_main_job_figures_as_mean_and_std_over_seeds():
-    stated = rf.read_stated((REPO / "README.md").read_text())
+def test_the_docs_state_the_main_job_figures_as_mean_and_std_over_seeds():
+    assert rf.PAGE == REPO / "docs" / "results" / "main-job.md"
+    stated = rf.read_stated(rf.PAGE.read_text())
     assert len(stated.seeds) >= 3
     assert {"finetuned", "rltf"} <= set(stated.figures)
     for mean, std in stated.figures.values():
@@ -47,10 +49,10 @@ def test_within_and_outside_the_stated_spread(tmp_path):
 
 
 def test_main_exit_status_and_lines(tmp_path, capsys):
-    (tmp_path / "README.md").write_text(TABLE)
+    (tmp_path / "main-job.md").write_text(TABLE)
     for seed in range(3):
         write_run(tmp_path / "runs", seed, 0.67, 0.80)
-    code = rf.main(["--readme", str(tmp_path / "README.md"), "--runs-dir", str(tmp_path / "runs")])
+    code = rf.main(["--page", str(tmp_path / "main-job.md"), "--runs-dir", str(tmp_path / "runs")])
     out = capsys.readouterr().out
     assert code == 1 and "OUT " in out and "outside the stated spread: rltf" in out
 

@@ -224,7 +224,7 @@ def test_non_finite_numbers_in_a_config_are_refused_naming_the_key(tmp_path, key
 def test_bound_errors_refuse_non_finite_numbers_of_unbounded_fields():
     import dataclasses
 
-    from envs.config_fields import bound_errors, num
+    from common.config_fields import bound_errors, num
 
     @dataclasses.dataclass
     class Section:

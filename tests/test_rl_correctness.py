@@ -18,7 +18,7 @@ from constrained_decoding.decode import sample_plans
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts
 from envs.openagi.grammar import plan_grammars
-from rltf.rl.baselines import Baseline
+from rltf.algorithms.baselines import Baseline
 from rltf.config.loading import load_config
 from rltf.evaluation.schemas import constrained_schema
 from rltf.planners.planner import Planner
@@ -185,7 +185,7 @@ def test_first_visit_baselines_never_contain_the_samples_own_reward():
 
 
 def test_baseline_docstring_states_the_first_visit_rule():
-    import rltf.rl.baselines as mod
+    import rltf.algorithms.baselines as mod
 
     assert "never contains its own reward" in " ".join(mod.__doc__.split())
 
@@ -244,10 +244,11 @@ def test_sampler_and_scorer_agree_on_truncated_prompts():
     torch.testing.assert_close(lp, torch.tensor([x.logprob for x in d]), rtol=1e-5, atol=1e-6)
 
 
-def test_readme_names_only_test_files_that_exist():
-    named = set(re.findall(r"tests/[\w/]+\.py", (ROOT / "README.md").read_text()))
+def test_readme_and_docs_name_only_test_files_that_exist():
+    texts = [(ROOT / "README.md").read_text()] + [p.read_text() for p in sorted((ROOT / "docs").rglob("*.md"))]
+    named = {m for text in texts for m in re.findall(r"tests/[\w/]+\.py", text)}
     missing = [p for p in named if not (ROOT / p).is_file()]
-    assert not missing, f"README cites test files that do not exist: {missing}"
+    assert not missing, f"README or docs/ cite test files that do not exist: {missing}"
 
 
 def test_checkpoint_docs_claim_no_rng_state():

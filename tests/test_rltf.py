@@ -11,7 +11,7 @@ from accelerate import Accelerator
 from constrained_decoding.logprobs import plan_logprobs
 from envs.openagi.grammar import plan_grammars
 from envs.openagi.plans import enumerate_plans
-from rltf.rl.baselines import Baseline
+from rltf.algorithms.baselines import Baseline
 from rltf.config.loading import load_config
 from rltf.planners.planner import Planner
 from rltf.rl.trainer import RLTFTrainer

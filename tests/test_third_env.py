@@ -17,7 +17,7 @@ import pytest
 from constrained_decoding.rows import RowLanguageGrammar, RowText, build_row_languages
 from envs import registry
 from envs.checker import check_rltf_env
-from envs.config_fields import bound_errors, num
+from common.config_fields import bound_errors, num
 from envs.registry import EnvSpec
 from rltf.config.loading import ConfigError, load_config
 from rltf.planners.tokenizer import train_plan_tokenizer

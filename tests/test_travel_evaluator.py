@@ -443,3 +443,53 @@ def test_official_mode_matches_the_row_by_row_evaluator():
             n += 1
     assert n >= 200
     assert seen_fail >= set(COMMONSENSE) | {"budget"}
+
+
+# ------------------------------------------------------------------------- the rules as a table
+def test_the_rules_are_a_table_of_plain_functions_in_the_constraint_order():
+    """Issue 35 item 3: name -> plain callable, iterated by the evaluator (no mixins, no getattr by
+    name); each rule's docstring names the official check it mirrors."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    from envs.travel import commonsense, hard_rules
+    from envs.travel.commonsense import COMMONSENSE_RULES
+    from envs.travel.hard_rules import HARD_RULES
+    from envs.travel.verdicts import HARD
+
+    assert tuple(COMMONSENSE_RULES) == COMMONSENSE and tuple(HARD_RULES) == HARD
+    for rule in [*COMMONSENSE_RULES.values(), *HARD_RULES.values()]:
+        assert inspect.isfunction(rule) and "official" in (rule.__doc__ or ""), rule
+    for module in (commonsense, hard_rules):
+        assert not any(isinstance(n, ast.ClassDef) for n in ast.parse(inspect.getsource(module)).body)
+    package = Path(commonsense.__file__).parent
+    for name in ("evaluator.py", "commonsense.py", "hard_rules.py", "eval_mode.py"):
+        assert "getattr(" not in (package / name).read_text(encoding="utf-8"), name
+
+
+def test_an_evaluator_takes_another_rule_table():
+    from envs.travel.commonsense import COMMONSENSE_RULES
+    from envs.travel.hard_rules import HARD_RULES
+    from envs.travel.verdicts import fail
+
+    q = QUERIES[0]
+    plan = solved(q)
+    assert STRICT.evaluate_parsed(q, plan).final_pass
+    picky = TravelEvaluator(IX, commonsense_rules={**COMMONSENSE_RULES, "diverse_restaurants": lambda *_: fail("no")},
+                            hard_rules={**HARD_RULES, "budget": lambda m, q, d, cost: fail(f"cost {cost}")})
+    e = picky.evaluate_parsed(q, plan)
+    assert failing(e) == {"diverse_restaurants", "budget"}
+    assert e.hard["budget"].reason == f"cost {STRICT.total_cost(q, plan)}"
+
+
+@BOTH
+def test_judging_one_constraint_by_name_gives_the_evaluations_verdict(ev):
+    rng = np.random.default_rng(3)
+    for q in QUERIES[5::60]:
+        for plan in (solved(q), random_plan(IX, q, rng)):
+            e = ev.evaluate_parsed(q, plan)
+            days = plan[: q.days]
+            assert {n: ev.judge(n, q, days) for n in e.commonsense} == e.commonsense
+            if e.hard is not None:
+                assert {n: ev.judge(n, q, days) for n in e.hard} == e.hard

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "envs" / "travel"
 # envs/travel/__init__.py's layers, lowest first: a module may import its own layer and those before it
 LAYERS = [
     {"schema", "vocab", "geography", "text", "verdicts"},
-    {"query", "plans", "tasks", "sandbox", "config"},
+    {"query", "plans", "tasks", "sandbox", "config", "reward"},
     {"index"},
     {"eval_mode", "tools", "candidates", "meal_costs"},
     {"commonsense", "hard_rules", "route_costs"},
@@ -115,17 +115,20 @@ def test_solver_command_solves_and_reports(tmp_path):
 
 
 def test_the_reward_is_defined_once_and_counts_its_constraints():
-    """One definition (config.RewardSettings) serves the run config, the factory and the env; the
-    commonsense term is divided by the number of commonsense constraints, not a literal."""
+    """One definition of the weights (config.RewardSettings) and one of the formula (reward.py) serve
+    the run config, the factory and the env; the commonsense term is divided by the number of
+    commonsense constraints, not a literal."""
     from envs.travel.config import RewardSettings, TravelEnvConfig
     from envs.travel.factory import describe_env
+    from envs.travel.reward import plan_reward
     from envs.travel.verdicts import COMMONSENSE, PASS, PlanEvaluation, fail
 
     sources = {p.name: p.read_text(encoding="utf-8") for p in PACKAGE.glob("*.py")}
     assert [n for n, s in sources.items() if "class RewardSettings" in s or "class RewardWeights" in s] == ["config.py"]
+    assert [n for n, s in sources.items() if "def plan_reward" in s or "def reward(" in s] == ["reward.py"]
     assert "/ 8" not in sources["env.py"] and "passed/8" not in sources["factory.py"]
     w = RewardSettings(final_pass=0.0, commonsense=1.0, hard=0.0)
     for k in range(len(COMMONSENSE) + 1):
         ev = PlanEvaluation(0, True, commonsense={c: PASS if i < k else fail("x") for i, c in enumerate(COMMONSENSE)})
-        assert w.reward(ev) == pytest.approx(k / len(COMMONSENSE))
+        assert plan_reward(w, ev) == pytest.approx(k / len(COMMONSENSE))
     assert f"commonsense passed/{len(COMMONSENSE)}" in " ".join(describe_env(TravelEnvConfig()))

@@ -2,7 +2,8 @@
 
     python train/evaluate.py planner.model=checkpoints/default eval.splits=[test,validation]
 
-``planner.model`` names the planner (:mod:`rltf.stages.evaluated_planner`):
+``planner.model`` names the planner, resolved once before anything loads
+(:func:`rltf.planners.source.resolve_planner_source`, :mod:`rltf.stages.evaluated_planner`):
 
 * a finished training run's folder (``checkpoints/default``): the planner that run reported as
   ``rltf`` in its table, ``rltf/checkpoint-<step>/planner`` of the step ``rltf.select`` picked (its
@@ -47,12 +48,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rltf.stages import plan_job as stages  # noqa: E402
-from rltf.stages.evaluated_planner import PLANNER_ROW, EvaluatedPlanner, evaluated_planner  # noqa: E402
-from rltf.run.cli import run_cli  # noqa: E402
 from rltf.config.loading import load_config  # noqa: E402
 from rltf.config.sections import EVAL_SCHEMAS  # noqa: E402
+from rltf.flows.evaluate import main as evaluate_flows  # noqa: E402
+from rltf.planners.source import resolve_planner_source  # noqa: E402
+from rltf.run.cli import run_cli  # noqa: E402
 from rltf.run.tracking import configure_progress_bars  # noqa: E402
+from rltf.stages import plan_job as stages  # noqa: E402
+from rltf.stages.evaluated_planner import PLANNER_ROW, EvaluatedPlanner, evaluated_planner  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict | None:
@@ -60,17 +63,15 @@ def main(argv: list[str] | None = None) -> dict | None:
     cfg = load_config(argv)
     configure_progress_bars(cfg.logging.progress_bar)
     if cfg.flow.enabled:  # agent flows (MTP, OKR-Agent, ReAct, flat) on the travel sandbox
-        from rltf.flows.evaluate import main as evaluate_flows
-
         return evaluate_flows(argv)
-    target = evaluated_planner(cfg.planner.model, cfg.run_dir)  # before anything loads
-    cfg.planner.model = target.model
+    source = resolve_planner_source(cfg.planner.model)  # before anything loads; cfg stays as given
+    target = evaluated_planner(source, cfg.run_dir)
     run = stages.start(cfg, write_config=False)  # writes nothing into the run folder
     if target.run is not None:
         run.log(f"planner.model={target.run}: the run's rltf planner (rltf.select={target.selection['select']}, "
                 f"step {target.selection['step']}): {target.model}")
     envs = stages.build_envs(run)
-    planner = stages.build_planner(run, envs)
+    planner = stages.build_planner(run, envs, source=source)
     tasks = envs.tasks(cfg.eval.splits)
     results = evaluate_rows(run, cfg.eval.schemas, planner, envs, tasks, target)
     title = f"{target.model} on {'+'.join(dict.fromkeys(cfg.eval.splits))}"

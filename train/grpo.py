@@ -48,8 +48,7 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_var, "1")  # GRPO here never needs the hub (a hub planner id: unset these)
 
 
-from rltf.stages import plan_job as stages  # noqa: E402
-from rltf.config.loading import ConfigError, RunConfig, load_config  # noqa: E402
+import envs  # noqa: E402
 from rltf.comparison.grpo import (  # noqa: E402
     PeriodicEval,
     comparison_table,
@@ -59,7 +58,10 @@ from rltf.comparison.grpo import (  # noqa: E402
     text_finetune,
     training_curve,
 )
+from rltf.config.loading import ConfigError, RunConfig, load_config  # noqa: E402
+from rltf.rl.training_state import VALIDATION_SCORE  # noqa: E402
 from rltf.run.tracking import write_json  # noqa: E402
+from rltf.stages import plan_job as stages  # noqa: E402
 from rltf.stages.recipe import run_recipe  # noqa: E402
 
 DEFAULT_CONFIG = "configs/grpo-lite.yaml"
@@ -89,8 +91,6 @@ def check_run(cfg: RunConfig) -> None:
 
 def describe(cfg: RunConfig) -> str:
     """What this recipe would load and do (``dry_run=true``); loads nothing."""
-    import envs
-
     check_run(cfg)
     g, r, s, p = cfg.grpo, cfg.rltf, cfg.sft, cfg.planner
     warm = ("off" if not s.enabled else
@@ -146,7 +146,7 @@ def run(cfg: RunConfig) -> dict:
 
     def validation_score() -> dict[str, float]:  # what RLTF's trainer logs every rltf.eval_every steps
         r = stages.evaluate(job, ["rltf"], planner, envs, envs.splits["validation"], log=False)["rltf"]
-        return {"eval/validation/score": r.overall}
+        return {VALIDATION_SCORE: r.overall}
 
     periodic = PeriodicEval(cfg.rltf.eval_every, validation_score)
     t0 = time.perf_counter()

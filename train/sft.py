@@ -15,16 +15,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rltf.stages import plan_job as stages  # noqa: E402
-from rltf.run.cli import run_cli  # noqa: E402
+import envs  # noqa: E402
 from rltf.config.loading import RunConfig, load_config  # noqa: E402
+from rltf.run.cli import run_cli  # noqa: E402
+from rltf.stages import plan_job as stages  # noqa: E402
 from rltf.stages.recipe import run_recipe  # noqa: E402
 
 
 def describe(cfg: RunConfig) -> str:
     """What this recipe would load and do (``dry_run=true``); loads nothing."""
-    import envs
-
     s, p = cfg.sft, cfg.planner
     return "\n".join([
         f"dry run of train/sft.py {cfg.run_name!r}: the configuration is valid; nothing was loaded "

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from envs.config import EnvConfigError
-from envs.config_fields import bound_errors, num
+from common.config_fields import bound_errors, num
 
 SUITES = ("lite", "full")
 BACKENDS = ("lite", "hf")
@@ -100,7 +100,7 @@ class OpenAGIEnvConfig:
 
     def hf_backend_config(self, section: str = "env"):
         """``hf`` as a validated :class:`~envs.openagi.hf.config.HFBackendConfig`."""
-        from envs.openagi.hf.config import HFBackendConfig
+        from envs.openagi.hf.config import HFBackendConfig  # heavy: the hf backend package imports torch
 
         try:
             return HFBackendConfig.from_dict(self.hf)
@@ -109,7 +109,7 @@ class OpenAGIEnvConfig:
 
     def data_sources(self, section: str = "env") -> dict:
         """``datasets`` applied to the default hub sources of the full suite."""
-        from envs.openagi.hf.sources import resolve_sources
+        from envs.openagi.hf.sources import resolve_sources  # heavy: the hf backend package imports torch
 
         try:
             return resolve_sources(self.datasets)

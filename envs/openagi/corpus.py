@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from envs.openagi.plans import format_plan
 from envs.openagi.registry import ToolRegistry
+from envs.openagi.split import load_split
+from envs.openagi.suite import task_specs
+from envs.openagi.tools import OPENAGI_TOOLS, SPECS
 
 
 def default_texts() -> list[str]:
@@ -10,11 +14,6 @@ def default_texts() -> list[str]:
     full, reaches the tokenizer), the canonical reference plans of every task (tool names and plan
     syntax are allowed everywhere: they are the action space, not the task), and the tool names with
     their one-line descriptions. The same for every run, whatever its suite."""
-    from envs.openagi.plans import format_plan
-    from envs.openagi.split import load_split
-    from envs.openagi.suite import task_specs
-    from envs.openagi.tools import OPENAGI_TOOLS
-
     train, held_out = set(), set()
     for suite in ("lite", "full"):
         specs, split = task_specs(suite), load_split(suite)
@@ -31,7 +30,5 @@ def registry_texts(registry: ToolRegistry) -> list[str]:
     """:func:`default_texts` plus the name and the ``name: description`` line of every tool of
     ``registry`` that is not one of OpenAGI's (registered from outside, ``env.tools``), so it gets
     whole-word pieces like the others."""
-    from envs.openagi.tools import SPECS
-
     extra = [t for t in registry if t.name not in SPECS]
     return default_texts() + [t.name for t in extra] + [f"{t.name}: {t.description}" for t in extra]

@@ -28,11 +28,15 @@ from gymnasium import spaces
 
 from envs.episodes import ansi_text, episode_task
 from envs.openagi.cache import ExecutionCache
+from envs.openagi.corpus import registry_texts
+from envs.openagi.diagnostics import expert_failures
 from envs.openagi.executor import PlanExecutor
 from envs.openagi.metrics import BatchMetric, compute_metric
+from envs.openagi.oracle import oracle_for_task
 from envs.openagi.plans import MESSAGE_CHARS, Plan, PlanError, PlanLimits, clip_text, format_plan, parse_and_check
 from envs.openagi.registry import ToolRegistry
 from envs.openagi.split import SPLITS, load_split
+from envs.openagi.split_rewards import split_reward_plans
 from envs.openagi.suite import SUITE_LIMITS, build_suite
 from envs.openagi.tasks import Task
 
@@ -69,11 +73,11 @@ class PlanResult:
 
 def _backend_registry(backend: str) -> ToolRegistry:
     if backend == "lite":
-        from envs.openagi.lite import build_lite_registry
+        from envs.openagi.lite import build_lite_registry  # heavy: the experts import scikit-learn / -image
 
         return build_lite_registry()
     if backend == "hf":
-        from envs.openagi.hf import build_hf_registry  # type: ignore[import-not-found]
+        from envs.openagi.hf import build_hf_registry  # type: ignore[import-not-found]  # heavy: torch
 
         return build_hf_registry()
     raise ValueError(f"unknown backend {backend!r}; expected 'lite' or 'hf'")
@@ -274,8 +278,6 @@ class OpenAGIEnv(gym.Env):
     def expert_failures(self, results: Sequence[PlanResult]) -> tuple[float, list[str]]:
         """The fraction of executed samples (of valid plans) an expert failed on, and a warning per
         tool that failed on every call of ``results`` (:func:`envs.openagi.diagnostics.expert_failures`)."""
-        from envs.openagi.diagnostics import expert_failures
-
         return expert_failures(results)
 
     def format_plan(self, plan: str | Plan) -> str:
@@ -286,14 +288,12 @@ class OpenAGIEnv(gym.Env):
                            exchange, process: int, processes: int) -> list[PlanResult]:
         """:meth:`reward_plans` of this process's pairs, every process executing its own samples of
         every process's plans (:mod:`envs.openagi.split_rewards`; all processes call it at once)."""
-        from envs.openagi.split_rewards import split_reward_plans
-
         return split_reward_plans(self, pairs, rng, exchange, process, processes)
 
     def parse_free_text(self, task: int | str | Task, text: str) -> str | Plan:
         """OpenAGI's mapping of free text onto a valid plan (MiniLM sentence similarity,
         :func:`envs.openagi.freeform.map_free_text_to_plan`); the text itself when it maps onto none."""
-        from envs.openagi.freeform import map_free_text_to_plan
+        from envs.openagi.freeform import map_free_text_to_plan  # heavy: the decoder's grammar (torch)
 
         task = self.get_task(task)
         try:
@@ -314,8 +314,6 @@ class OpenAGIEnv(gym.Env):
     def oracle_plans(self, tasks: Sequence[int | Task]) -> list[tuple[str, float]]:
         """The best plan per task by exhaustive search up to this env's limits, with its reward
         (:func:`envs.openagi.oracle.oracle_for_task`)."""
-        from envs.openagi.oracle import oracle_for_task
-
         entries = [oracle_for_task(self, self.get_task(t)) for t in tasks]
         return [(e.oracle_plan, e.oracle_score) for e in entries]
 
@@ -328,8 +326,6 @@ class OpenAGIEnv(gym.Env):
         reference plan and every tool of this env's registry with its description
         (:func:`envs.openagi.corpus.registry_texts`; the same for every run, so ``task_ids`` is not
         needed: no held-out task of either suite is among them)."""
-        from envs.openagi.corpus import registry_texts
-
         return registry_texts(self.registry)
 
     @staticmethod

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from envs.openagi.cache import ExecutionCache, nbytes
+from envs.openagi.merged_requests import merged_outputs
 from envs.openagi.outputs import output_problem
-from envs.openagi.plans import LinearPlan, NonlinearPlan, Plan
+from envs.openagi.plans import LinearPlan, NonlinearPlan, Plan, clip_text
 from envs.openagi.registry import PROBE_EVERY, ToolRegistry
 from envs.openagi.tasks import Sample
-
 
 _NOT_MERGED = object()
 
@@ -65,8 +65,6 @@ class PlanExecutor:
             return
         self._shared = ExecutionCache(SHARED_REQUEST_BYTES)
         if merge:
-            from envs.openagi.merged_requests import merged_outputs
-
             self._merged, calls = merged_outputs(self.registry, merge, SHARED_REQUEST_BYTES)
             self.tool_calls += calls
         try:
@@ -187,6 +185,4 @@ class PlanExecutor:
 
 def _describe(exc: BaseException) -> str:
     """``Type: message`` of an expert's exception, its message clipped (it may echo a huge input)."""
-    from envs.openagi.plans import clip_text
-
     return f"{type(exc).__name__}: {clip_text(str(exc), 300)}"

@@ -22,11 +22,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from envs.config_fields import as_settings
-
+from common.config_fields import as_settings
 from envs.openagi.config import EnvConfigError, OpenAGIEnvConfig
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.registry import ToolRegistry
+from envs.openagi.split import load_split
+from envs.openagi.suite import task_specs
+from envs.openagi.tools import OPENAGI_TOOLS
 
 HELD_OUT = "all"  # the held-out env holds every task; validation / test ids come from the persisted split
 
@@ -78,7 +80,7 @@ class _Parts:
         self.metrics: dict[str, Any] = {}
         self.tasks = None
         if config.backend == "hf":
-            from envs.openagi.hf import HFBackend
+            from envs.openagi.hf import HFBackend  # heavy: the hf backend imports torch
 
             hf = config.hf_backend_config()
             if device is not None and device.startswith("cuda") and (hf.device or "cuda") == "cuda":
@@ -87,12 +89,12 @@ class _Parts:
             self.registry = backend.registry()
             self.metrics = backend.metric_models.batch_metrics()
         else:
-            from envs.openagi.lite import build_lite_registry
+            from envs.openagi.lite import build_lite_registry  # heavy: the lite experts (scikit-learn, scikit-image)
 
             self.registry = build_lite_registry()
         apply_tools(self.registry, list(config.tools))
         if config.suite == "full":
-            from envs.openagi.hf.suite import build_full_suite
+            from envs.openagi.hf.suite import build_full_suite  # heavy: the hf backend imports torch
 
             with build_guard if build_guard is not None else contextlib.nullcontext():
                 self.tasks = build_full_suite(config.data_dir, config.n_samples, config.data_seed, self.registry,
@@ -107,7 +109,7 @@ class _Parts:
             return OpenAGIEnv(split=split, n_samples=c.n_samples, data_seed=c.data_seed, **common)
         if split == HELD_OUT:
             return OpenAGIEnv(split=split, tasks=self.tasks, **common)
-        from envs.openagi.hf.suite import split_tasks
+        from envs.openagi.hf.suite import split_tasks  # heavy: the hf backend imports torch
 
         return OpenAGIEnv(split=split, tasks=split_tasks(self.tasks, c.suite)[split], **common)
 
@@ -164,9 +166,6 @@ def describe_env(config: OpenAGIEnvConfig | Mapping[str, Any] | None = None) -> 
 
 
 def _suite_lines(e: OpenAGIEnvConfig) -> list[str]:
-    from envs.openagi.split import load_split
-    from envs.openagi.suite import task_specs
-
     specs = task_specs(e.suite)
     linear = sum(len(s.inputs) == 1 for s in specs)
     split = load_split(e.suite)
@@ -176,7 +175,7 @@ def _suite_lines(e: OpenAGIEnvConfig) -> list[str]:
              f"            {e.n_samples} samples per task ({e.samples_per_step} per plan per training step), "
              f"data seed {e.data_seed}, execution cache {e.cache_mib} MiB"]
     if e.suite == "full":
-        from envs.openagi.hf.suite import full_suite_dir, metric_for, source_for
+        from envs.openagi.hf.suite import full_suite_dir, metric_for, source_for  # heavy: the hf backend imports torch
 
         metrics = Counter(metric_for(s) for s in specs)
         lines.append("            metrics: " + ", ".join(f"{m} {n} tasks" for m, n in sorted(metrics.items()))
@@ -195,11 +194,9 @@ def _expert_lines(e: OpenAGIEnvConfig) -> list[str]:
     extra = ([f"            extra tools: {', '.join(e.tools)} (each called with the registry when the env is built)"]
              if e.tools else [])
     if e.backend == "lite":
-        from envs.openagi.tools import OPENAGI_TOOLS
-
         return [f"experts     lite (offline zoo, no downloads): {', '.join(s.name for s in OPENAGI_TOOLS)} "
                 "(those the lite suite needs are implemented)", *extra]
-    from envs.openagi.hf import describe_models
+    from envs.openagi.hf import describe_models  # heavy: the hf backend imports torch
 
     hf = e.hf_backend_config()
     budget = f"{hf.memory_budget_gib:g} GiB" if hf.memory_budget_gib else "70% of GPU memory (50% of RAM on CPU)"

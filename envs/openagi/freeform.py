@@ -20,7 +20,10 @@ import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import torch
+from transformers import AutoModel, AutoTokenizer
 
+from common.minilm import minilm_dir
 from envs.openagi.grammar import as_signature, registry_key
 from envs.openagi.plans import LinearPlan, NonlinearPlan, Plan, PlanError, PlanLimits, check_plan, format_plan
 from envs.openagi.registry import ToolRegistry
@@ -40,16 +43,12 @@ class FreeTextMappingError(PlanError):
 
 @functools.lru_cache(maxsize=1)
 def minilm_embedder() -> Embedder:
-    """all-MiniLM-L6-v2 (:func:`envs.minilm.minilm_dir`; loaded once, offline, in float32).
+    """all-MiniLM-L6-v2 (:func:`common.minilm.minilm_dir`; loaded once, offline, in float32).
 
     The sentence-transformers recipe of that model (its ``modules.json``): the BERT encoder, mean
     pooling over the non-padding tokens (at most 256), L2 normalisation. Done with ``transformers``
     directly: importing ``sentence_transformers`` costs seconds."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    from envs.minilm import minilm_dir
 
     path = str(minilm_dir("the free-text plan mapping"))
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -8,32 +8,26 @@ from gymnasium.envs.registration import register as gym_register
 from gymnasium.envs.registration import registry as gym_registry
 
 from envs.openagi.config import OpenAGIEnvConfig
+from envs.openagi.factory import describe_env, make_env, make_envs
+from envs.openagi.split import load_split
 from envs.registry import EnvSpec, register
 
 GYM_ID = "OpenAGI-Lite-v0"
 
 
 def make(section: OpenAGIEnvConfig, split: str = "train", **kwargs):
-    from envs.openagi.factory import make_env
-
     return make_env(section, split, **kwargs)
 
 
 def make_train_and_held_out(section: OpenAGIEnvConfig, **kwargs):
-    from envs.openagi.factory import make_envs
-
     return make_envs(section, **kwargs)
 
 
 def split_ids(section: OpenAGIEnvConfig) -> dict[str, list[int]]:
-    from envs.openagi.split import load_split
-
     return load_split(section.suite)
 
 
 def describe(section: OpenAGIEnvConfig) -> list[str]:
-    from envs.openagi.factory import describe_env
-
     return describe_env(section)
 
 

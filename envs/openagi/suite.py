@@ -166,7 +166,7 @@ LITE_METRICS = {
 
 def _lite_samples(spec: TaskSpec, n: int, seed: int) -> list[tuple[tuple, object]]:
     """(inputs, target) pairs for one lite task: clean data, then the task's degradations."""
-    from envs.openagi.task_data import images, texts
+    from envs.openagi.task_data import images, texts  # heavy: scikit-learn (~1 s), only to build samples
 
     rng = np.random.default_rng(seed)
 

@@ -9,11 +9,12 @@ from one below (``tests/test_travel_layers.py`` checks every import statement, a
    ``geography``, ``text`` (entity strings, parsed as the official code does), ``verdicts``
    (constraint names, a plan's evaluation)
 2. data: ``query`` (one query), ``plans`` (plan text), ``tasks``, ``sandbox`` (the database:
-   generate / export / load), ``config`` (the env's settings and the reward)
+   generate / export / load), ``config`` (the env's settings), ``reward`` (the shaped reward)
 3. ``index`` (dict lookups over the database)
 4. lookups per query: ``eval_mode``, ``tools`` (search tools), ``candidates`` (per-query entities
    for a grammar), ``meal_costs``
-5. rules and costs: ``commonsense``, ``hard_rules``, ``route_costs``
+5. rules and costs: ``commonsense``, ``hard_rules`` (one function per constraint; their tables
+   ``COMMONSENSE_RULES`` / ``HARD_RULES``), ``route_costs``
 6. ``evaluator`` (+ metrics), ``solver`` (exact minimum cost), ``grammar`` (constrained decoding),
    ``grammar_memo`` (one grammar per query and tokenizer, shared by envs),
    ``row_by_row_eval`` (a row-by-row DataFrame re-implementation of the official evaluator, the

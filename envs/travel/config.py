@@ -18,23 +18,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from envs.config_fields import bound_errors, num
-from envs.travel.verdicts import COMMONSENSE, PlanEvaluation
+from common.config_fields import bound_errors, num
+from common.errors import UserError
 
 LEVELS = ("easy", "medium", "hard")
 DAYS = (3, 5, 7)
 
 
-class TravelConfigError(ValueError):
+class TravelConfigError(UserError, ValueError):
     """A travel env config that cannot run; the message names the key."""
 
 
 @dataclass
 class RewardSettings:
-    """The shaped reward, defined once: its weights and its formula (:meth:`reward`), which the env
-    (``TravelPlannerEnv(reward_weights=...)``), the factory and the run config share. A delivered
-    plan's reward is the weighted mean of the three terms below (a plan that is not delivered
-    scores 0); the weights need not sum to 1, only to more than 0."""
+    """The shaped reward's weights, which the env (``TravelPlannerEnv(reward_weights=...)``), the
+    factory and the run config share; the formula is :func:`envs.travel.reward.plan_reward`. A
+    delivered plan's reward is the weighted mean of the three terms below (a plan that is not
+    delivered scores 0); the weights need not sum to 1, only to more than 0."""
 
     final_pass: float = num(0.5, ge=0)
     """Weight of final pass: 1 when the plan meets every commonsense and hard constraint, else 0."""
@@ -51,22 +51,6 @@ class RewardSettings:
             raise TravelConfigError(message)
         if self.final_pass + self.commonsense + self.hard <= 0:
             raise TravelConfigError(f"'{section}' weights sum to 0; expected a positive sum")
-
-    def reward(self, ev: PlanEvaluation) -> float:
-        """The plan's reward in [0, 1]: ``(final_pass * passed all + commonsense * commonsense passed /
-        len(COMMONSENSE) + hard * hard passed / hard set) / (sum of the weights)``, where the hard set
-        counts the budget plus the local constraints the query sets (hard constraints not judged count
-        as failed); 0 for a plan that is not delivered."""
-        if not ev.delivered:
-            return 0.0
-        r = (self.final_pass * float(ev.final_pass) + self.commonsense * ev.commonsense_passed / len(COMMONSENSE)
-             + self.hard * ev.hard_passed / max(1, ev.hard_applicable))
-        return float(r / (self.final_pass + self.commonsense + self.hard))
-
-    def formula(self) -> str:
-        """The reward with these weights, as text (what ``describe`` prints)."""
-        return (f"({self.final_pass:g}*final pass + {self.commonsense:g}*commonsense passed/{len(COMMONSENSE)} + "
-                f"{self.hard:g}*hard passed/set) / {self.final_pass + self.commonsense + self.hard:g}")
 
 
 @dataclass

@@ -5,7 +5,7 @@ natural-language text; ``info`` holds the structured query. ``step(plan_text)`` 
 the official rules (:mod:`envs.travel.evaluator`) and ends the episode. Text that is not a plan
 scores 0 with the reason in ``info["error"]``; nothing a planner emits can crash the env.
 
-Reward (:meth:`envs.travel.config.RewardSettings.reward`, weights configurable), in [0, 1]::
+Reward (:func:`envs.travel.reward.plan_reward`, weights configurable), in [0, 1]::
 
     reward = (w_pass * final_pass + w_commonsense * commonsense_passed / len(COMMONSENSE)
               + w_hard * hard_passed / hard_set) / (w_pass + w_commonsense + w_hard)
@@ -40,12 +40,21 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.episodes import ansi_text, episode_task
+from envs.travel.candidates import query_candidates
 from envs.travel.config import RewardSettings
 from envs.travel.evaluator import PlanEvaluation, TravelEvaluator, summarize
 from envs.travel.index import SandboxIndex
 from envs.travel.plans import MAX_PLAN_CHARS, format_plan
+from envs.travel.queries import default_queries, load_hub_queries
 from envs.travel.query import TravelQuery
+from envs.travel.reward import plan_reward
+from envs.travel.sandbox import load_database
+from envs.travel.schema import PLAN_FIELDS
+from envs.travel.solver import TravelSolver
+from envs.travel.split import SPLITS, load_split
 from envs.travel.tasks import TravelTask
+from envs.travel.text import entity
+from envs.travel.tools import TravelTools
 
 CHARSET = frozenset(string.printable)
 # summarize()'s keys -> the results table's columns, in the benchmark's order
@@ -104,22 +113,14 @@ class TravelPlannerEnv(gym.Env):
         index: SandboxIndex | None = None,
         query_ids: Sequence[int] | None = None,
     ):
-        from envs.travel.split import SPLITS
-
         if split not in (*SPLITS, "all"):
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join((*SPLITS, 'all'))}")
         if database_dir is not None:
-            from envs.travel.queries import load_hub_queries
-            from envs.travel.sandbox import load_database
-
             self.index = index or SandboxIndex(load_database(database_dir))
             all_q = list(queries) if queries is not None else load_hub_queries(
                 queries_source or "osunlp/TravelPlanner", queries_split)
             self.query_ids = [q.id for q in all_q]  # the hub split is the split
         else:
-            from envs.travel.queries import default_queries
-            from envs.travel.split import load_split
-
             if index is not None and queries is not None:
                 self.index, default = index, list(queries)
             else:
@@ -209,7 +210,7 @@ class TravelPlannerEnv(gym.Env):
                 text = f"<plan given as day records, over {MAX_PLAN_CHARS:,} characters: {ev.error}>"
             else:
                 text = _safe_format(plan)
-            out.append(TravelResult(q.id, text, self.weights.reward(ev), ev))
+            out.append(TravelResult(q.id, text, plan_reward(self.weights, ev), ev))
         return out
 
     # ------------------------------------------------------------- the trainer's env interface
@@ -232,8 +233,7 @@ class TravelPlannerEnv(gym.Env):
         train queries: no held-out query reaches the tokenizer) and the action space -- every
         entity and transport string of the sandbox a plan may name, the routes' city names and
         the slot prefixes."""
-        from envs.travel.grammar import SLOT_FIELDS, slot_text
-        from envs.travel.text import entity, flight_text, ground_text
+        from envs.travel.grammar import SLOT_FIELDS, slot_text  # deferred: the grammar imports torch
 
         ids = self.query_ids if query_ids is None else query_ids
         texts = [self.get_query(i).query for i in ids]
@@ -263,8 +263,6 @@ class TravelPlannerEnv(gym.Env):
 
     def plan_instructions(self) -> str:
         """The plan's format (:mod:`envs.travel.plans`): a JSON list of day records and their fields."""
-        from envs.travel.schema import PLAN_FIELDS
-
         fields = ", ".join(f'"{f}"' for f in PLAN_FIELDS)
         return ("Plan the trip with the flights, restaurants, attractions and accommodations of the sandbox. "
                 'Answer with the plan only: a JSON list with one record per day, each with "days" (the day '
@@ -302,20 +300,16 @@ class TravelPlannerEnv(gym.Env):
     @property
     def tools(self):
         if self._tools is None:
-            from envs.travel.tools import TravelTools
-
             self._tools = TravelTools(self.index)
         return self._tools
 
     def candidates(self, query: int | str | TravelQuery):
-        from envs.travel.candidates import query_candidates
-
         return query_candidates(self.index, self.get_query(query))
 
     def grammar(self, tokenizer, query: int | str | TravelQuery):
         """The query's plan grammar for constrained decoding (:mod:`envs.travel.grammar`), built once
         per (tokenizer, query) and cached: the decoder caches its tables by grammar identity."""
-        from envs.travel.grammar_memo import shared_grammar  # (one per query content in the process)
+        from envs.travel.grammar_memo import shared_grammar  # deferred: the grammar imports torch
 
         q = self.get_query(query)
         per_tok = self._grammars.setdefault(tokenizer, {})
@@ -326,8 +320,6 @@ class TravelPlannerEnv(gym.Env):
 
     def reference_plan(self, query: int | str | TravelQuery) -> str | None:
         """The solver's minimum-cost plan passing every constraint (text), or None if none exists."""
-        from envs.travel.solver import TravelSolver
-
         if self._solver is None:
             self._solver = TravelSolver(self.index)
         res = self._solver.solve(self.get_query(query))

@@ -1,8 +1,9 @@
 """The evaluator's two modes where they read a plan differently (``official_quirks``; the full
 list of the official code's slips is in ``evaluator.py``'s docstring): how a 'Name, City' string
 finds its sandbox row, how an attraction list splits, what a day's cities are and whether an
-entity is in them. The commonsense and hard rules (``commonsense.py``, ``hard_rules.py``) build on
-:class:`EvalMode`; the few quirks that live inside one rule are marked there.
+entity is in them. Every commonsense and hard rule (``commonsense.py``, ``hard_rules.py``) takes an
+:class:`EvalMode` as its first argument and reads the plan through it; the few quirks that live
+inside one rule are marked there.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from envs.travel.text import before_paren, from_to, name_city
 
 class EvalMode:
     """One sandbox index and the mode: ``official_quirks=True`` reproduces the official code's
-    verdicts, ``False`` applies the rules as intended."""
+    verdicts, ``False`` applies the rules as intended (``index`` and ``quirks``, and the readings
+    below, are what the rules use)."""
 
     def __init__(self, index: SandboxIndex, official_quirks: bool = False):
         self.index = index
         self.quirks = official_quirks
 
-    def _lookup(self, table, text: str):
+    def lookup(self, table, text: str):
         """(entity, number of matching rows) for a 'Name, City' string: quirk mode, the first row
         of the city whose name contains the plan's name; else the exact name."""
         name, city = name_city(text)
@@ -28,13 +30,13 @@ class EvalMode:
         e = table.get(name, city)
         return e, int(e is not None)
 
-    def _attraction_items(self, value: str) -> list[str]:
+    def attraction_items(self, value: str) -> list[str]:
         """Quirk mode: ``split(';')[:-1]``, unstripped; else the non-empty ';'-separated items."""
         if self.quirks:
             return value.split(";")[:-1]
         return [p.strip() for p in value.split(";") if p.strip()]
 
-    def _day_cities(self, cv: str, i: int) -> tuple[list[str] | str | None, str | None]:
+    def day_cities(self, cv: str, i: int) -> tuple[list[str] | str | None, str | None]:
         """The day's cities ([A, B] for 'from A to B'); quirk mode: a plain city stays a string
         (so a rule iterating it goes letter by letter)."""
         if "from" in cv:
@@ -47,7 +49,7 @@ class EvalMode:
             return None, f"day {i + 1} has no current_city"
         return (city if self.quirks else [city]), None
 
-    def _in_cities(self, text: str, cities) -> bool:
+    def in_cities(self, text: str, cities) -> bool:
         """Quirk mode: any of the cities (or letters) occurs in the text; else the entity's own city
         is one of them."""
         if self.quirks:
@@ -57,7 +59,7 @@ class EvalMode:
         return name_city(text)[1] in cities
 
     @staticmethod
-    def _first_missing(cities, text: str) -> str | None:
+    def first_missing(cities, text: str) -> str | None:
         """The first of the day's cities (quirk mode's plain city: the first letter) that does not
         occur in ``text``; None when all do."""
         if isinstance(cities, str):

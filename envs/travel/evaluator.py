@@ -43,25 +43,43 @@ the constraint fails with that reason instead.
 
 Modules: ``verdicts.py`` (constraint names, :class:`Verdict`, :class:`PlanEvaluation`),
 ``eval_mode.py`` (how the two modes read a plan), ``commonsense.py`` and ``hard_rules.py`` (the
-rules), this one (:class:`TravelEvaluator`, which applies them as ``eval.py`` does, and the
-official metrics over many evaluations).
+rules: one plain function per constraint, and their tables :data:`COMMONSENSE_RULES` and
+:data:`HARD_RULES`, name -> rule), this one (:class:`TravelEvaluator`, which applies every rule
+of the tables as ``eval.py`` does, and the official metrics over many evaluations).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.travel.commonsense import CommonsenseRules
-from envs.travel.hard_rules import HardRules
+from envs.travel.commonsense import COMMONSENSE_RULES, CommonsenseRule
+from envs.travel.eval_mode import EvalMode
+from envs.travel.hard_rules import HARD_RULES, HardRule, total_cost
+from envs.travel.index import SandboxIndex
 from envs.travel.plans import Plan, PlanParseError, parse_plan
 from envs.travel.query import TravelQuery
 from envs.travel.verdicts import COMMONSENSE, PlanEvaluation, Verdict
 
 
-class TravelEvaluator(CommonsenseRules, HardRules):
+class TravelEvaluator:
     """Judges plans against queries on one sandbox index: ``TravelEvaluator(index,
-    official_quirks=False)``."""
+    official_quirks=False)``.
+
+    Every commonsense rule of ``commonsense_rules`` is applied to a delivered plan; when the plan
+    has complete information and stays within the sandbox, every hard rule of ``hard_rules`` too,
+    with the plan's total cost (``eval.py``'s order). The tables default to
+    :data:`~envs.travel.commonsense.COMMONSENSE_RULES` and :data:`~envs.travel.hard_rules.HARD_RULES`
+    (name -> rule, in ``verdicts.COMMONSENSE`` / ``verdicts.HARD`` order); another table swaps a
+    rule for one evaluator without touching the others, and must keep
+    ``complete_information`` and ``within_sandbox``, which gate the hard rules."""
+
+    def __init__(self, index: SandboxIndex, official_quirks: bool = False, *,
+                 commonsense_rules: Mapping[str, CommonsenseRule] = COMMONSENSE_RULES,
+                 hard_rules: Mapping[str, HardRule] = HARD_RULES):
+        self.mode = EvalMode(index, official_quirks)
+        self.index, self.quirks = index, official_quirks
+        self.commonsense_rules, self.hard_rules = commonsense_rules, hard_rules
 
     def evaluate(self, query: TravelQuery, plan: Plan | str | Any) -> PlanEvaluation:
         try:
@@ -74,19 +92,25 @@ class TravelEvaluator(CommonsenseRules, HardRules):
         days = plan[: min(query.days, len(plan))]
         if not plan:
             return PlanEvaluation(query.id, False, "plan has no days", "empty", hard_applicable=query.hard_constraint_count)
-        cs = {name: getattr(self, name)(query, days) for name in COMMONSENSE}
+        mode = self.mode
+        cs = {name: rule(mode, query, days) for name, rule in self.commonsense_rules.items()}
         ev = PlanEvaluation(query.id, True, commonsense=cs, hard_applicable=query.hard_constraint_count)
         if cs["complete_information"].passed and cs["within_sandbox"].passed:
-            cost = self.total_cost(query, days)
+            cost = total_cost(mode, query, days)
             ev.total_cost = cost
-            ev.hard = {
-                "budget": self.budget(query, days, cost),
-                "room_rule": self.room_rule(query, days),
-                "room_type": self.room_type(query, days),
-                "cuisine": self.cuisine(query, days),
-                "transportation": self.transportation(query, days),
-            }
+            ev.hard = {name: rule(mode, query, days, cost) for name, rule in self.hard_rules.items()}
         return ev
+
+    def judge(self, name: str, query: TravelQuery, days: Plan) -> Verdict:
+        """The verdict of one constraint, by name, on ``days`` (already cut to the query's days),
+        whatever the other constraints say (what an agent reviewing a partial plan asks)."""
+        if name in self.commonsense_rules:
+            return self.commonsense_rules[name](self.mode, query, days)
+        return self.hard_rules[name](self.mode, query, days, None)
+
+    def total_cost(self, query: TravelQuery, plan: Plan) -> float:
+        """The plan's total cost (:func:`envs.travel.hard_rules.total_cost`; what the budget is judged on)."""
+        return total_cost(self.mode, query, plan)
 
     def evaluate_many(self, pairs: Sequence[tuple[TravelQuery, Plan | str]]) -> list[PlanEvaluation]:
         return [self.evaluate(q, p) for q, p in pairs]

@@ -13,10 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from envs.config_fields import as_settings
+from common.config_fields import as_settings
 
 from envs.travel.config import TravelConfigError, TravelEnvConfig
 from envs.travel.env import TravelPlannerEnv
+from envs.travel.index import SandboxIndex
+from envs.travel.queries import default_queries, load_hub_queries
+from envs.travel.reward import reward_formula
+from envs.travel.sandbox import load_database
+from envs.travel.split import load_split, make_split
 
 
 def as_config(config: TravelEnvConfig | Mapping[str, Any] | None) -> TravelEnvConfig:
@@ -26,14 +31,8 @@ def as_config(config: TravelEnvConfig | Mapping[str, Any] | None) -> TravelEnvCo
 
 def _all_queries(config: TravelEnvConfig):
     if config.database_dir is not None:
-        from envs.travel.index import SandboxIndex
-        from envs.travel.queries import load_hub_queries
-        from envs.travel.sandbox import load_database
-
         return SandboxIndex(load_database(config.database_dir)), load_hub_queries(config.queries_source,
                                                                                   config.queries_split)
-    from envs.travel.queries import default_queries
-
     return default_queries(config.seed)
 
 
@@ -43,12 +42,8 @@ def split_ids(config: TravelEnvConfig | Mapping[str, Any] | None = None, queries
     if queries is None:
         _, queries = _all_queries(config)
     if config.database_dir is None:
-        from envs.travel.split import load_split
-
         parts = load_split(config.seed)
     else:
-        from envs.travel.split import make_split
-
         parts = make_split(list(queries), config.seed)
     by_id = {q.id: q for q in queries}
     keep = {q.id for q in queries if q.days in config.days and q.level in config.levels}
@@ -97,5 +92,5 @@ def describe_env(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> l
     return [f"env         travel: {where}",
             f"            queries of {config.days} days, levels {config.levels}; plan grammar with at most "
             f"{config.max_attractions} attractions per stay day",
-            f"            reward = {config.reward.formula()}"
+            f"            reward = {reward_formula(config.reward)}"
             + ("; the official evaluator's quirks reproduced" if config.official_quirks else "")]

@@ -28,6 +28,7 @@ from envs.travel.schema import (
     CITIES_PER_DAYS, DAYS, HOUSE_RULES, HUB_REQUIRED, LEVELS, QUERY_CUISINES, ROOM_TYPE_CONSTRAINTS,
     TRANSPORT_CONSTRAINTS,
 )
+from envs.travel.solver import TravelSolver
 
 __all__ = ["TravelQuery", "QueryConfig", "generate_queries", "default_queries", "query_text",
            "load_hub_queries"]
@@ -121,8 +122,6 @@ def _local_constraints(rng: np.random.Generator, level: str) -> dict[str, Any]:
 def generate_queries(index: SandboxIndex, seed: int = 0, config: QueryConfig | None = None) -> list[TravelQuery]:
     """``config.per_cell`` queries for each (level, days), ids 0.. in (days, level, k) order;
     each feasible (the solver's optimum is within its budget)."""
-    from envs.travel.solver import TravelSolver
-
     cfg = config or QueryConfig()
     solver = TravelSolver(index)
     dates = sorted({d for (_, _, d) in index.flights_on}) or [f"2022-03-{d:02d}" for d in range(1, 32)]
@@ -186,7 +185,7 @@ def load_hub_queries(source: str | Path = "osunlp/TravelPlanner", split: str = "
     """Queries from the hub dataset (``osunlp/TravelPlanner``, config = split) or from a local copy
     in its columns: a directory holding ``{split}.csv`` / ``.jsonl`` / ``.json``, or such a file.
     Loaded with :func:`datasets.load_dataset`; a missing column is named in the error."""
-    import datasets
+    import datasets  # deferred: a heavy import that only the real benchmark's queries need
 
     path = Path(source)
     if path.exists():

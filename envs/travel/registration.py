@@ -36,26 +36,26 @@ class TravelSection:
 
 
 def make(section: TravelSection, split: str = "train", **_unused):
-    from envs.travel.factory import make_env
+    from envs.travel.factory import make_env  # deferred: config loading imports this module, not the env (pandas)
 
     return make_env(section.travel, split)
 
 
 def make_train_and_held_out(section: TravelSection, **_unused):
     """(``device`` / ``build_guard`` are OpenAGI's: the sandbox runs no model and builds no data.)"""
-    from envs.travel.factory import make_envs
+    from envs.travel.factory import make_envs  # deferred: see make
 
     return make_envs(section.travel)
 
 
 def split_ids(section: TravelSection) -> dict[str, list[int]]:
-    from envs.travel.factory import split_ids as travel_split_ids
+    from envs.travel.factory import split_ids as travel_split_ids  # deferred: see make
 
     return travel_split_ids(section.travel)
 
 
 def describe(section: TravelSection) -> list[str]:
-    from envs.travel.factory import describe_env
+    from envs.travel.factory import describe_env  # deferred: see make
 
     return describe_env(section.travel)
 

@@ -46,7 +46,6 @@ no reporting integrations and no hub.
 from __future__ import annotations
 
 import dataclasses
-
 import math
 import os
 from collections.abc import Sequence
@@ -57,13 +56,14 @@ import numpy as np
 import torch
 from transformers.trainer_callback import PrinterCallback, TrainerCallback
 
-from constrained_decoding.prompts import format_prompt
+from constrained_decoding.prompts import encode_prompts, format_prompt
 from envs.openagi.plans import format_plan
 from envs.protocol import RLTFEnv, Task
-from rltf.evaluation import schemas as ev
 from rltf.config.loading import RunConfig
 from rltf.config.sections import GrpoSettings
+from rltf.evaluation import schemas as ev
 from rltf.planners.planner import Planner
+from rltf.rl.optim import make_optimizer
 
 
 @dataclass
@@ -111,7 +111,7 @@ def prompt_dataset(tasks: Sequence[Task], encoder_decoder: bool = False, tokeniz
     """TRL's train dataset: one row per task, the prompt text as the planner is conditioned on it
     (:func:`constrained_decoding.prompts.format_prompt` with the planner's ``tokenizer``: its chat
     template, if it has one; the plain format without)."""
-    from datasets import Dataset
+    from datasets import Dataset  # heavy: datasets, only when the TRL trainer's prompt set is built
 
     return Dataset.from_dict({"prompt": [format_prompt(t.description, encoder_decoder, tokenizer) for t in tasks],
                               "task_id": [int(t.id) for t in tasks]})
@@ -124,7 +124,7 @@ def grpo_args(cfg: RunConfig, output_dir: str | os.PathLike, grpo: GrpoSettings 
     """TRL's ``GRPOConfig`` for a run config: one optimiser step per generation batch of
     ``rltf.tasks_per_batch`` prompts x ``rltf.k_samples`` completions, ``rltf.steps`` steps,
     offline on the CPU in float32 (``overrides``: any other ``GRPOConfig`` field)."""
-    from trl import GRPOConfig
+    from trl import GRPOConfig  # heavy: TRL, only when a GRPO trainer is built
 
     g, rl = grpo or cfg.grpo, cfg.rltf
     kw = dict(
@@ -238,9 +238,6 @@ def text_finetune(planner: Planner, tasks: Sequence[Task], *, epochs: int, lr: f
     BOS, description, ``"\\nPlan:"``), prompt tokens unscored; a LoRA planner trains its adapter; one process, the batch order of
     :mod:`rltf.rl.sft` (a permutation seeded by ``(seed, epoch)``). Returns one row per epoch
     (``sft/nll``)."""
-    from constrained_decoding.prompts import encode_prompts
-    from rltf.rl.optim import make_optimizer
-
     if planner.is_encoder_decoder:
         raise ValueError("text_finetune fine-tunes causal planners")
     model, tok = planner.model, planner.tokenizer

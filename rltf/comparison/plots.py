@@ -101,10 +101,10 @@ def plot_comparison(summary: dict, labels: dict[str, str], path: Path) -> Path |
     """``compare.png``: the periodic held-out score and the train reward, mean over seeds with a
     ±std band, one line per trained arm; against plans sampled (top) and CPU seconds (bottom, where
     the runs' CPU times are known)."""
-    import matplotlib
+    import matplotlib  # plotting only, after the runs (Agg backend set first)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # plotting only, after the runs (Agg backend set first)
 
     curves = {a: c for a, c in summary["curves"].items() if c.get("score") or c.get("reward")}
     if not curves:

@@ -41,6 +41,7 @@ from typing import Any
 import yaml
 
 from rltf.config.loading import CONFIG_DIR, REPO_ROOT, ConfigError
+from rltf.rl.training_state import VALIDATION_SCORE
 
 SUITE_DIR = CONFIG_DIR / "compare"
 
@@ -56,7 +57,7 @@ class Arm:
     history: str | None = "rltf_history.json"
     reward_key: str = "train/reward"
     valid_key: str = "train/valid"
-    score_key: str = "eval/validation/score"  # the periodic held-out score (RLTF's rltf.eval_every)
+    score_key: str = VALIDATION_SCORE  # the periodic held-out score (RLTF's rltf.eval_every)
     plans_per_step: tuple[str, ...] = ("rltf.tasks_per_batch", "rltf.k_samples")  # config keys, multiplied
     loader: str = "rltf.config.loading:load_config"
     reader: str | None = None

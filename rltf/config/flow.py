@@ -24,14 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
-from envs.config_fields import bound_errors, num
+from common.config_fields import bound_errors, num
+from common.errors import UserError
+from rltf.algorithms.credit import CREDITS
 
 METHODS = ("mtp", "okr", "react", "flat")
 BACKEND_KINDS = ("planner", "hf", "openai")
 EVAL_SPLITS = ("train", "validation", "test")
 
 
-class FlowSettingsError(ValueError):
+class FlowSettingsError(UserError, ValueError):
     """A ``flow:`` section that cannot run; the message names the key."""
 
 
@@ -191,7 +193,7 @@ class FlowSettings:
     """OKR-Agent's settings (methods: okr)."""
     react: ReActSettings = field(default_factory=ReActSettings)
     """ReAct's settings (methods: react)."""
-    credit: Literal["global", "local+global"] = "global"
+    credit: Literal[CREDITS.names()] = "global"
     """Training: global: every decision of a trajectory gets its advantage; local+global: an MTP
     executor decision also gets its meta-task's local-constraint result."""
     warm_start_queries: Optional[int] = None

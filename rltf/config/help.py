@@ -31,7 +31,7 @@ import yaml
 
 from envs import registry  # (importing envs registers the shipped envs)
 from envs.config import DEFAULT_ENV
-from envs.config_fields import OPS
+from common.config_fields import OPS
 from rltf.config.sections import RunConfig
 
 WIDTH = 100  # help text is wrapped to this many columns
@@ -50,7 +50,7 @@ class ConfigField:
     help: str
     """The help text declared with the field (``""``: none)."""
     bounds: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    """A :func:`envs.config_fields.num` field's bounds, e.g. ``{"gt": 0}``."""
+    """A :func:`common.config_fields.num` field's bounds, e.g. ``{"gt": 0}``."""
     is_section: bool = False
     """A section (a mapping of keys), not a value."""
     env: str = ""

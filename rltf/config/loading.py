@@ -37,9 +37,12 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from envs.atomic import write_atomic
-from envs.config_fields import bound_errors
+from common.atomic import write_atomic
+from common.config_fields import bound_errors
+from common.errors import UserError
 from envs.config import EnvConfigError, validate_section
+from rltf.algorithms.baselines import BASELINES
+from rltf.config.flow import FlowSettingsError
 from rltf.config.help import config_help, describe_type, field_types
 from rltf.config.sections import (
     EVAL_SCHEMAS,
@@ -66,7 +69,7 @@ CONFIG_DIR = REPO_ROOT / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A run config that cannot run: unknown key, bad value, missing file, conflicting keys."""
 
 
@@ -262,7 +265,6 @@ def validate_config(cfg: RunConfig) -> None:
         validate_section(cfg.env, "env")
     except EnvConfigError as e:
         raise ConfigError(str(e)) from None
-    from rltf.config.flow import FlowSettingsError
 
     try:
         cfg.flow.validate("flow")
@@ -286,7 +288,7 @@ def validate_config(cfg: RunConfig) -> None:
                           "cannot be fine-tuned directly (QLoRA trains a LoRA adapter on them)")
     if p.lora.target_modules is not None and not p.lora.target_modules:
         raise ConfigError("'planner.lora.target_modules' is an empty list; expected module names or null")
-    if cfg.rltf.baseline in ("rloo", "grpo", "dr_grpo") and cfg.rltf.k_samples < 2:
+    if BASELINES[cfg.rltf.baseline].group and cfg.rltf.k_samples < 2:
         raise ConfigError(f"'rltf.baseline' is {cfg.rltf.baseline!r} (a baseline over each task's group of K samples: "
                           f"every advantage would be 0) but 'rltf.k_samples' is {cfg.rltf.k_samples}; expected "
                           f"k_samples >= 2")

@@ -17,8 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from envs.config_fields import num
+import torch
+
+from common.config_fields import num
 from envs.config import DEFAULT_ENV, as_section
+from rltf.algorithms.baselines import BASELINES
+from rltf.algorithms.objectives import RATIOS
 from rltf.config.flow import FlowSettings
 
 
@@ -119,8 +123,6 @@ class PlannerSettings:
     def __post_init__(self):
         """``dtype: auto`` -> the dtype for this machine (see ``dtype``)."""
         if self.dtype == "auto":
-            import torch
-
             self.dtype = "bfloat16" if torch.cuda.is_available() else "float32"
 
 
@@ -164,12 +166,12 @@ class RltfSettings:
     temperature: float = num(1.0, gt=0)
     """Sampling temperature of the plans, also applied to the log-probabilities of the loss (below 1
     sharpens the policy's distribution, above 1 flattens it)."""
-    baseline: Literal["moving_average", "per_task", "rloo", "grpo", "dr_grpo"] = "moving_average"
+    baseline: Literal[BASELINES.names()] = "moving_average"
     """The baseline b of the advantage R - b: moving_average (the paper's Eq. 4: an exponential moving
     average of earlier batches' mean reward), per_task (one such average per task), rloo (the mean
     of the same task's other k_samples - 1 rewards in the batch), grpo (the mean of the task's group
     of samples, own reward included, and A divided by the group's reward std + 1e-4) or dr_grpo (the
-    group mean, unscaled). Table: rltf/rl/baselines.py."""
+    group mean, unscaled). Table: rltf/algorithms/baselines.py."""
     baseline_decay: float = num(0.9, ge=0, lt=1)
     """Decay of the moving averages: b <- decay * b + (1 - decay) * batch mean (unused by rloo, grpo, dr_grpo)."""
     normalize_rewards: bool = False
@@ -203,7 +205,7 @@ class RltfSettings:
     update_epochs: int = num(1, ge=1)
     """Passes of gradient steps over each sampled and executed batch: 1 is REINFORCE (one step per
     batch, the paper's); more reuse the batch with the clipped ratio surrogate min(r*A, clip(r, 1 -
-    clip_eps, 1 + clip_eps)*A), r = pi_c(plan) / pi_c,old(plan) (rltf/rl/objectives.py). Warm-up and
+    clip_eps, 1 + clip_eps)*A), r = pi_c(plan) / pi_c,old(plan) (rltf/algorithms/objectives.py). Warm-up and
     decay count every optimizer step (steps * update_epochs * minibatches of them)."""
     minibatches: int = num(1, ge=1)
     """Optimizer steps per pass over the batch: each process splits its plans (flows: trajectories)
@@ -212,7 +214,7 @@ class RltfSettings:
     clip_eps: float = num(0.2, gt=0, lt=1)
     """The clipped surrogate's range: the ratio r counts within [1 - clip_eps, 1 + clip_eps] (used when
     update_epochs or minibatches is above 1)."""
-    ratio: Literal["trajectory", "decision"] = "trajectory"
+    ratio: Literal[RATIOS.names()] = "trajectory"
     """Flows: the ratio of a decision in the clipped surrogate: its trajectory's (the product of its
     decisions' ratios: the exact importance weight) or its own (lower variance, ignores the other
     decisions' change). A flat plan is one decision: both are the same."""

@@ -47,6 +47,8 @@ start on the solver's answers (:mod:`rltf.flows.training.teacher`), optionally w
 Layering: this package uses ``constrained_decoding`` and ``envs``; they never import it.
 """
 
+import importlib
+
 from rltf.flows import backends
 from rltf.flows.engine.choice import ChoiceError, ChoiceGrammar, choice_grammar
 from rltf.flows.engine.config import Backoff, FlowConfig
@@ -79,7 +81,5 @@ def __getattr__(name: str):
     """The backends' names (torch / transformers / openai load with their backend) and the travel
     agent flows, on first use."""
     if name in _ELSEWHERE:
-        import importlib
-
         return getattr(importlib.import_module(f"rltf.flows.{_ELSEWHERE[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,12 +29,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from transformers.utils import logging as hf_logging
 
+import envs as env_factory
 from rltf.config.flow import FlowSettings, FlowSettingsError
 from rltf.config.loading import ConfigError, RunConfig, load_config, resolve_config_path
 from rltf.flows.evaluation import evaluate_flows
+from rltf.planners.source import SourceKind, resolve_planner_source
+from rltf.run.cli import run_cli
 
 __all__ = ["describe_flows", "load_flow_config", "main"]
 
@@ -165,8 +170,6 @@ def _active(flow: FlowSettings, node: str) -> bool:
 
 def describe_flows(cfg: RunConfig, flow: FlowSettings) -> str:
     """What :func:`evaluate_flows` would build and run; loads nothing."""
-    import envs as env_factory
-
     lines = [f"dry run of {cfg.run_name!r}: the configuration is valid; nothing was loaded "
              "(no weights, no database, no requests)",
              f"run         {Path(cfg.run_dir).resolve()} (flow_eval.md, flow_eval.json, traces/<method>/)"]
@@ -178,14 +181,15 @@ def describe_flows(cfg: RunConfig, flow: FlowSettings) -> str:
     b = flow.backend
     if b.kind == "planner":
         p = cfg.planner
-        if b.checkpoint:
-            where = f"the saved planner {b.checkpoint}"
-        elif p.model == "embedded":
+        source = resolve_planner_source(p.model if b.checkpoint is None else b.checkpoint)  # as build_backend does
+        if b.checkpoint is not None:
+            where = f"the saved planner {source.name}"
+        elif source.kind is SourceKind.EMBEDDED:
             e = p.embedded
             where = (f"the embedded {'LLaMA' if p.arch == 'causal' else 'T5'} (d_model {e.d_model}, {e.num_layers} "
                      f"layers, vocab <= {e.vocab_size}; tokenizer on the travel env's texts; cached under {e.dir})")
         else:
-            where = f"planner.model={p.model}"
+            where = f"planner.model={source.name}"
         lines.append(f"backend     planner: {where}, on {b.device}; choices and grammars constrained "
                      "(exact log-probs per decision)")
     elif b.kind == "hf":
@@ -218,20 +222,11 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         print(describe_flows(cfg, flow))
         return None
     if flow.backend.torch_threads:
-        import torch
-
         torch.set_num_threads(flow.backend.torch_threads)
     warnings.filterwarnings("ignore", message=r"prompts longer than \d+ tokens .* are truncated from the left")
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()  # "Token indices sequence length is longer than ..." per long prompt
-    except ImportError:  # pragma: no cover
-        pass
+    hf_logging.set_verbosity_error()  # "Token indices sequence length is longer than ..." per long prompt
     return evaluate_flows(cfg, flow)
 
 
 if __name__ == "__main__":
-    from rltf.run.cli import run_cli
-
     run_cli(main)  # user-facing errors: one line on stderr, exit status 2

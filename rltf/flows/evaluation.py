@@ -8,15 +8,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
+import envs as env_factory
+from common.errors import UserError
 from rltf.config.flow import FlowSettings
 from rltf.config.loading import ConfigError, RunConfig
 from rltf.flows.agents.dispatch import build_backend, run_method
+from rltf.flows.agents.travel_nodes import FlowRun
 from rltf.flows.backends.base import BackendError
+from rltf.flows.engine.batching import PassBatch
 
 __all__ = ["COLUMNS", "BackendHealth", "BackendUnreachableError", "backend_calls", "evaluate_flows", "evaluate_method",
            "held_out_ids", "select_queries", "solver_row", "table_markdown", "validation_ids"]
@@ -33,8 +40,6 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
     """Every method of ``flow.methods`` on the held-out queries (see :mod:`rltf.flows.evaluate`);
     ``backend`` / ``envs_pair`` (train, held-out) reuse what the caller built. Returns the summary
     written to ``flow_eval.json``."""
-    import envs as env_factory
-
     if cfg.env.name != "travel":
         raise ConfigError(f"the flows plan on the travel sandbox: set env.name=travel (got {cfg.env.name!r})")
     started = time.perf_counter()
@@ -121,9 +126,6 @@ def _run_queries(method: str, env, ids: Sequence[int], traces: Sequence[Path | N
     decisions in one batch); with a backend that takes per-item generators each pass has its own,
     seeded from ``(flow.backend.seed, query)`` (what a sampling backend draws does not depend on the
     batch). A query's seconds are its own code's plus its share of the backend calls it was in."""
-    from rltf.flows.agents.travel_nodes import FlowRun
-    from rltf.flows.engine.batching import PassBatch
-
     def job(i: int, trace: Path | None):
         def run(pass_backend):
             try:
@@ -134,9 +136,6 @@ def _run_queries(method: str, env, ids: Sequence[int], traces: Sequence[Path | N
 
     generators = None
     if getattr(backend, "per_item_generators", False):
-        import numpy as np
-        import torch
-
         generators = []
         for i in ids:
             g = torch.Generator(device="cpu")  # draws one seed per decision on the host (the backend reads g.device)
@@ -151,7 +150,7 @@ def _run_queries(method: str, env, ids: Sequence[int], traces: Sequence[Path | N
 FAIL_FAST_QUERIES = 2  # queries whose every backend call failed, none answered before: the backend is down
 
 
-class BackendUnreachableError(BackendError):
+class BackendUnreachableError(UserError, BackendError):
     """The flows' backend answered none of its calls on the first queries (a dead endpoint, a wrong
     URL or model, a server that errs on every request): the evaluation stops instead of scoring
     every query 0."""
@@ -222,8 +221,6 @@ def solver_row(env, ids: Sequence[int]) -> tuple[dict[str, float], list[dict]]:
 
 def held_out_ids(cfg: RunConfig, flow: FlowSettings, env) -> list[int]:
     """The held-out queries of ``flow.splits`` (the persisted split) with ``flow.days``, ``flow.limit`` of them."""
-    import envs as env_factory
-
     parts = env_factory.split_ids(cfg.env)
     ids = [i for s in dict.fromkeys(flow.splits) for i in parts[s]]
     if flow.days:

@@ -45,8 +45,9 @@ import torch
 from tokenizers import AddedToken, processors
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
 
-from envs.atomic import atomic_dir
+from common.atomic import atomic_dir
 from rltf.config.loading import EmbeddedSettings
+from rltf.planners.minilm_t5 import build_minilm_t5
 from rltf.planners.planner import FORMAT_VERSION, PLANNER_FILE, Planner
 from rltf.planners.tokenizer import EOS, PAD, UNK, default_tokenizer_texts, train_plan_tokenizer
 
@@ -168,8 +169,6 @@ def _build_causal(settings: EmbeddedSettings, tokenizer: PreTrainedTokenizerFast
 
 
 def _build_minilm(settings: EmbeddedSettings) -> Planner:
-    from rltf.planners.minilm_t5 import build_minilm_t5
-
     model, tokenizer = build_minilm_t5(settings.d_model, settings.num_layers, settings.num_heads, settings.d_ff,
                                        settings.dropout, settings.seed, settings.freeze_encoder)
     setattr(model.config, LANGUAGE_PRETRAINING, True)

@@ -1,7 +1,7 @@
 """Reading a planner's model, config and tokenizer with transformers, with errors that say why.
 
-What a directory holds (:func:`dir_kind`: a full model or a LoRA adapter), what a
-``planner.model`` string names (:func:`resolve_source`: a directory or a hub id), and the loaders
+What a directory holds (:func:`dir_kind`: a full model or a LoRA adapter; what a ``planner.model``
+string names is :func:`rltf.planners.source.resolve_planner_source`), and the loaders
 :class:`~rltf.planners.planner.Planner` and :func:`~rltf.planners.loading.load_planner` share:
 :func:`load_model` (encoder-decoder vs decoder-only from the model's config, ``dtype``, 4-bit
 NF4 for QLoRA) and :func:`load_tokenizer` (padding side by architecture, see
@@ -27,36 +27,22 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
+    BitsAndBytesConfig,
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
 import rltf.planners.minilm_t5  # noqa: F401  registers the MiniLM planner's model type with the Auto classes
+from common.errors import UserError
 from rltf.planners.named import is_named, named_model_path
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?")
 
 
-class PlannerError(ValueError):
+class PlannerError(UserError, ValueError):
     """A planner that cannot be loaded or saved as asked (bad path, missing base, wrong arch...)."""
-
-
-def resolve_source(name: str) -> tuple[str, str]:
-    """("full" | "adapter", local dir) or ("hub", id); a clear error for anything else."""
-    if is_named(name):  # a packaged model (planner.model: smollm2): converted once, then a local folder
-        return "full", str(named_model_path(name))
-    p = Path(name).expanduser()
-    if p.exists():
-        if not p.is_dir():
-            raise PlannerError(f"planner.model {name!r} is a file; expected a model or adapter directory or a hub id")
-        return dir_kind(p), str(p)
-    looks_local = name.startswith(("/", "./", "../", "~", ".")) or "\\" in name or name.count("/") > 1
-    if looks_local or not HUB_ID.fullmatch(name):
-        raise PlannerError(f"planner.model {name!r}: no such directory, and not a hub model id "
-                           f"(expected 'embedded', 'smollm2', a directory, or an id such as 'google/flan-t5-large')")
-    return "hub", name
 
 
 def dir_kind(d: Path) -> str:
@@ -191,7 +177,7 @@ def load_model(src: str, dtype: str, arch: str, load_in_4bit: bool) -> tuple[Pre
 
 
 try:
-    from safetensors import SafetensorError as _SafetensorError
+    from safetensors import SafetensorError as _SafetensorError  # a version probe
 except ImportError:  # pragma: no cover - transformers requires safetensors
     class _SafetensorError(Exception):  # type: ignore[no-redef]
         pass
@@ -254,8 +240,6 @@ def require_4bit() -> None:
 
 
 def _quantization_kwargs(dtype: str) -> dict[str, Any]:
-    from transformers import BitsAndBytesConfig
-
     require_4bit()
     compute = DTYPES[dtype] if dtype != "float32" else torch.bfloat16
     q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,

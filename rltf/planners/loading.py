@@ -2,12 +2,16 @@
 
 :func:`load_planner` turns a config section into a planner:
 
-* ``model: embedded`` builds (once) and loads the small planner of :mod:`rltf.planners.embedded`: MiniLM
+what ``model`` names is worked out by :func:`rltf.planners.source.resolve_planner_source` (a
+:class:`~rltf.planners.source.PlannerSource`; pass one already resolved as ``source``):
+
+* ``embedded`` builds (once) and loads the small planner of :mod:`rltf.planners.embedded`: MiniLM
   + a T5 decoder (``embedded.encoder: minilm``) or a T5 from scratch (``scratch``) for ``arch:
   auto`` / ``seq2seq``, a LLaMA-style decoder-only model for ``arch: causal``;
-* otherwise ``model`` is a hub id or a local directory holding a full model (``config.json``) or a
-  LoRA adapter (``adapter_config.json``, base found from ``rltf_planner.json`` or the adapter's
-  own ``base_model_name_or_path``). Encoder-decoder vs decoder-only comes from the model's
+* a named model (``smollm2``), a hub id or a model folder (``config.json``) loads as a full model;
+  a LoRA adapter folder (``adapter_config.json``, base found from ``rltf_planner.json`` or the
+  adapter's own ``base_model_name_or_path``) as an adapter; a training run's folder as the planner
+  it reported (a model or an adapter). Encoder-decoder vs decoder-only comes from the model's
   config (``arch: auto``); ``dtype`` casts the weights; ``lora.enabled`` wraps the model in a
   PEFT LoRA adapter (:func:`apply_lora`); ``load_in_4bit`` loads the base in 4-bit NF4 for QLoRA
   (bitsandbytes + CUDA).
@@ -34,12 +38,16 @@ from transformers import PreTrainedModel
 
 from rltf.config.loading import LoraSettings, PlannerSettings
 from rltf.planners.embedded import LANGUAGE_PRETRAINING, embedded_arch, ensure_embedded_planner, uses_minilm
-from rltf.planners.hf_models import PlannerError, dir_kind, load_model, load_tokenizer, require_4bit, resolve_source
+from rltf.planners.hf_models import PlannerError, load_model, load_tokenizer, require_4bit
+from rltf.planners.minilm_t5 import MODEL_TYPE as MINILM_T5
 from rltf.planners.planner import Planner, sync_pad
+from rltf.planners.source import PlannerSource, SourceKind, resolve_planner_source
 
 
-def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | None = None) -> Planner:
-    """The planner a config section describes (see the module docstring).
+def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | None = None, *,
+                 source: PlannerSource | None = None) -> Planner:
+    """The planner a config section describes (see the module docstring): the one ``source``
+    names (by default ``settings.model`` resolved), loaded as the rest of ``settings`` say.
 
     ``tokenizer_texts`` (task descriptions, plans) train the embedded planner's tokenizer; by
     default the OpenAGI task grammar and tool names. Ignored for other models.
@@ -50,31 +58,32 @@ def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | Non
     adapter itself keeps training; with LoRA disabled it is merged and the full model trains.
     :func:`rltf_start_planner` does the same with the adapter SFT trained in the main job."""
     s = settings
+    source = resolve_planner_source(s.model) if source is None else source
     if s.load_in_4bit:
         require_4bit()
-    if s.model == "embedded":
+    if source.kind is SourceKind.EMBEDDED:
         arch = embedded_arch(s.arch)
         path = ensure_embedded_planner(s.embedded, tokenizer_texts, arch=arch)
         planner = Planner.from_pretrained(path, dtype=s.dtype, load_in_4bit=s.load_in_4bit, arch=arch)
         planner.source = str(path)
         if not uses_minilm(s.embedded, arch):  # also builds saved before the flag existed
             setattr(planner.model.config, LANGUAGE_PRETRAINING, False)
-    else:
-        kind, where = resolve_source(s.model)
-        if kind == "adapter":
-            keep = s.lora.enabled and not s.lora.merge_source_adapter
-            if s.load_in_4bit and not keep:
-                raise PlannerError(f"planner.model {s.model!r} is a LoRA adapter and planner.load_in_4bit is true: "
-                                   "merging it into a 4-bit base is lossy; set planner.lora.enabled=true and "
-                                   "planner.lora.merge_source_adapter=false to keep training it as an adapter")
-            planner = Planner.from_pretrained(where, dtype=s.dtype, load_in_4bit=s.load_in_4bit, arch=s.arch,
-                                              trainable=keep)
-            if not keep:
-                planner.merged_adapters = (*planner.merged_adapters, str(Path(where).resolve()))
-                planner.model = planner.model.merge_and_unload().requires_grad_(True)  # PEFT froze the base
-        else:
-            model, is_enc_dec = load_model(where, s.dtype, s.arch, s.load_in_4bit)
-            planner = Planner(model, load_tokenizer(where, is_enc_dec), is_enc_dec, source=s.model)
+    elif source.adapter:
+        keep = s.lora.enabled and not s.lora.merge_source_adapter
+        if s.load_in_4bit and not keep:
+            raise PlannerError(f"planner.model {source.value!r} is a LoRA adapter and planner.load_in_4bit is true: "
+                               "merging it into a 4-bit base is lossy; set planner.lora.enabled=true and "
+                               "planner.lora.merge_source_adapter=false to keep training it as an adapter")
+        where = source.load_path()
+        planner = Planner.from_pretrained(where, dtype=s.dtype, load_in_4bit=s.load_in_4bit, arch=s.arch,
+                                          trainable=keep)
+        if not keep:
+            planner.merged_adapters = (*planner.merged_adapters, str(Path(where).resolve()))
+            planner.model = planner.model.merge_and_unload().requires_grad_(True)  # PEFT froze the base
+    else:  # a full model: a named model, a hub id, a model folder, or the one a run folder reported
+        where = source.load_path()
+        model, is_enc_dec = load_model(where, s.dtype, s.arch, s.load_in_4bit)
+        planner = Planner(model, load_tokenizer(where, is_enc_dec), is_enc_dec, source=source.name)
     if s.lora.enabled and not planner.is_peft:
         base = planner.source
         if Path(base).expanduser().is_dir():
@@ -94,9 +103,7 @@ def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | Non
 def apply_lora(model: PreTrainedModel, lora: LoraSettings, is_encoder_decoder: bool,
                quantized: bool = False) -> nn.Module:
     """Wrap ``model`` in a fresh PEFT LoRA adapter (only the adapter is trainable)."""
-    from peft import LoraConfig, TaskType, get_peft_model, prepare_model_for_kbit_training
-
-    from rltf.planners.minilm_t5 import MODEL_TYPE as MINILM_T5
+    from peft import LoraConfig, TaskType, get_peft_model, prepare_model_for_kbit_training  # heavy: LoRA runs only
 
     if quantized:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
@@ -117,7 +124,8 @@ def apply_lora(model: PreTrainedModel, lora: LoraSettings, is_encoder_decoder: b
 
 
 # ------------------------------------------------------------------------------ SFT -> RLTF handoff
-def check_kl_reference(settings: PlannerSettings, *, sft: bool, kl_coef: float) -> None:
+def check_kl_reference(settings: PlannerSettings, *, sft: bool, kl_coef: float,
+                       source: PlannerSource | None = None) -> None:
     """Refuse, before anything loads, the runs whose KL reference would not be the policy RLTF
     starts from (``sft``: a supervised warm start runs first; ``kl_coef``: ``rltf.kl_coef``).
 
@@ -125,15 +133,15 @@ def check_kl_reference(settings: PlannerSettings, *, sft: bool, kl_coef: float) 
     something (trained by SFT, or loaded from ``planner.model``) must be merged into the base
     first (:func:`rltf_start_planner`, :func:`load_planner`). Refused: keeping such an adapter
     trainable (``planner.lora.merge_source_adapter=false``), and SFT on a 4-bit base
-    (``planner.load_in_4bit``), where merging is lossy."""
+    (``planner.load_in_4bit``), where merging is lossy. ``source``: ``settings.model`` resolved
+    (by default resolved here)."""
     s = settings
     if kl_coef <= 0 or not s.lora.enabled:
         return  # no reference at all, or a full model: the trainer's frozen copy of the start policy
-    source_adapter = s.model != "embedded" and Path(s.model).expanduser().is_dir() and \
-        dir_kind(Path(s.model).expanduser()) == "adapter"
-    if not (sft or source_adapter):
+    source = resolve_planner_source(s.model) if source is None else source
+    if not (sft or source.adapter):
         return  # a fresh adapter on the loaded model: adapter disabled == the start policy
-    what = "the adapter SFT trains (sft.enabled=true)" if sft else f"the adapter planner.model={s.model!r}"
+    what = "the adapter SFT trains (sft.enabled=true)" if sft else f"the adapter planner.model={source.value!r}"
     if not s.lora.merge_source_adapter:
         raise PlannerError(
             f"rltf.kl_coef={kl_coef} with planner.lora.merge_source_adapter=false: RLTF would keep training {what}, "

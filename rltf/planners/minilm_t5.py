@@ -41,6 +41,7 @@ from torch import nn
 from transformers import (
     AutoConfig,
     AutoModelForSeq2SeqLM,
+    AutoTokenizer,
     BertConfig,
     BertModel,
     PreTrainedTokenizerBase,
@@ -50,8 +51,7 @@ from transformers import (
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.models.t5.modeling_t5 import T5PreTrainedModel, T5Stack
 
-from rltf.planners.minilm_weights import BERT_PREFIX, load_package_encoder, package_record
-from rltf.planners.minilm_weights import minilm_path
+from rltf.planners.minilm_weights import BERT_PREFIX, load_package_encoder, minilm_path, package_record
 
 MODEL_TYPE = "rltf-minilm-t5"
 ENCODER_MISSING_ON_LOAD = r"^encoder\.bert\."  # a folder saved by reference holds none of MiniLM's weights
@@ -59,8 +59,6 @@ ENCODER_MISSING_ON_LOAD = r"^encoder\.bert\."  # a folder saved by reference hol
 
 def minilm_tokenizer() -> PreTrainedTokenizerBase:
     """MiniLM's uncased WordPiece tokenizer (``[CLS] text [SEP]``), padding on the right."""
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(str(minilm_path()))
     tok.padding_side = "right"
     tok.model_input_names = ["input_ids", "attention_mask"]  # no token_type_ids: the planner never takes them

@@ -20,9 +20,11 @@ from importlib import metadata
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
-from envs.minilm import PACKAGE, minilm_dir
+from common.errors import UserError
+from common.minilm import PACKAGE, minilm_dir
 
 WEIGHTS_FILE = "model.safetensors"  # in the package's model folder
 BERT_PREFIX = "encoder.bert."  # MiniLM's keys in the planner's state dict
@@ -31,12 +33,12 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 _HASHES: dict[tuple[str, int, int], str] = {}  # (file, size, mtime_ns) -> sha256, computed once per process
 
 
-class EncoderWeightsError(ValueError):
+class EncoderWeightsError(UserError, ValueError):
     """The MiniLM encoder weights a planner folder refers to are not those of the installed package."""
 
 
 def minilm_path() -> Path:
-    """The folder of all-MiniLM-L6-v2 (:func:`envs.minilm.minilm_dir`: the package's, or
+    """The folder of all-MiniLM-L6-v2 (:func:`common.minilm.minilm_dir`: the package's, or
     ``$RLTF_MINILM_DIR``), with the hub kept offline: everything is read from that folder."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return minilm_dir("planner.embedded.encoder=minilm")
@@ -46,8 +48,6 @@ def package_weights() -> dict[str, torch.Tensor]:
     """MiniLM's weights as the package ships them (float32), named as in ``BertModel``, without
     its pooler (the planner does not use it) and the file's ``position_ids`` (a buffer BertModel
     computes itself)."""
-    from safetensors.torch import load_file
-
     weights = load_file(minilm_path() / WEIGHTS_FILE)
     return {k: v for k, v in weights.items() if not k.startswith(_NOT_LOADED)}
 

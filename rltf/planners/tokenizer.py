@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from envs.openagi.corpus import default_texts
+from envs.openagi.tools import OPENAGI_TOOLS
+
 if TYPE_CHECKING:
     from envs.protocol import RLTFEnv
 
@@ -36,8 +39,6 @@ def default_tokenizer_texts() -> list[str]:
     """What the embedded tokenizer is trained on when the caller passes nothing: OpenAGI's texts
     (:func:`envs.openagi.corpus.default_texts`: the descriptions of the TRAIN tasks of both suites,
     every reference plan, the tool names with their one-line descriptions)."""
-    from envs.openagi.corpus import default_texts
-
     return default_texts()
 
 
@@ -60,8 +61,6 @@ def train_plan_tokenizer(texts: Iterable[str], vocab_size: int = 2000,
         raise ValueError(f"vocab_size={vocab_size} is too small: the special tokens and the ASCII alphabet "
                          f"alone need {len(SPECIAL_TOKENS) + len(ALPHABET)}")
     if required is None:
-        from envs.openagi.tools import OPENAGI_TOOLS
-
         required = [t.name for t in OPENAGI_TOOLS]
     corpus = [t for t in texts if t] + list(required)
     if not corpus:

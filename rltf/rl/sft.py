@@ -14,14 +14,16 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
+from common.errors import UserError
 from constrained_decoding.logprobs import plan_logprobs
+from rltf.rl.optim import make_optimizer
 from rltf.run.distributed import Sharding, advance_schedule
 from rltf.run.tracking import progress_bar
-from rltf.rl.optim import make_optimizer
 
 
-class NonFiniteSFTLossError(FloatingPointError):
+class NonFiniteSFTLossError(UserError, FloatingPointError):
     """An SFT step's loss or gradient norm is NaN or infinite (``sft.on_nonfinite: stop``)."""
 
 
@@ -86,8 +88,6 @@ def _agreed(accelerator, value: float) -> float:
     whether a step runs its backward."""
     if accelerator.num_processes == 1:
         return value
-    import torch
-
     return float(accelerator.reduce(torch.tensor([value], dtype=torch.float64, device=accelerator.device),
                                     reduction="sum"))
 

@@ -9,35 +9,29 @@ they sample and how they score it; around that they run the same maths, written 
   seeds of the sampler and the env;
 * :func:`loss_weights` — the REINFORCE weight of every sample: advantage against the baseline over
   ALL processes' rewards, the entropy and KL regularisers, the optional normalisation;
-* :func:`update` — backward, gradients averaged over processes and clipped, optimizer and
-  schedule stepped (a non-finite loss or gradient norm stops the run or skips the update); one per
-  step (REINFORCE), or one per minibatch of each pass over the batch (``rltf.update_epochs``,
-  ``rltf.minibatches``: :func:`minibatches`, the clipped surrogate of :mod:`rltf.rl.objectives`);
-  :func:`update_in_chunks` the same with the backward run a few samples at a time (a flow's decisions);
+* (the update: :func:`rltf.rl.update.policy_update`, REINFORCE or the clipped epochs, whole or
+  chunked, one function for both trainers);
 * :func:`step_metrics` — the row every step logs (each trainer adds its own keys).
 
 What the step reads and writes between steps (optimizer, schedule, baseline, KL reference, step
-count) is a :class:`rltf.rl.training_state.TrainingState`.
+count) is a :class:`rltf.rl.training_state.TrainingState`; the trainers' common skeleton (the loop,
+checkpoints, the selected planner) is :class:`rltf.rl.trainer.Trainer`.
 """
 
 from __future__ import annotations
 
-import math
 import time
-import warnings
 from dataclasses import dataclass
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
 
-from rltf.rl.baselines import Baseline, normalize
-from rltf.run.distributed import advance_schedule, gather_objects
+from rltf.algorithms.baselines import Baseline, normalize
+from rltf.run.distributed import gather_objects
 
 if TYPE_CHECKING:
     from rltf.config.sections import RltfSettings
-    from rltf.rl.training_state import TrainingState
 
 
 @dataclass
@@ -49,10 +43,6 @@ class StepBatch:
     rewards: np.ndarray
     advantages: np.ndarray  # after the baseline and the regularisers: the loss weights
     prompts: list[str]
-
-
-class NonFiniteLossError(FloatingPointError):
-    """A training step's loss or gradient norm is NaN or infinite (``on_nonfinite: stop``)."""
 
 
 # ------------------------------------------------------------------------------- 1. the draw
@@ -148,116 +138,22 @@ def loss_weights(rewards: np.ndarray, task_ids: np.ndarray, logp: np.ndarray, kl
     return LossWeights(shaped, adv_all, base_all, all_rewards)
 
 
-# ------------------------------------------------------------------------------- 3. the update
+# ------------------------------------------------------------------------------ 3. the metrics
 class Update(NamedTuple):
+    """What the optimizer steps of a step did (:class:`rltf.rl.update.Updater`)."""
+
     grad_norm: float  # before clipping; NaN when the backward did not run (several updates: their mean)
     skipped: float  # the update was not applied (non-finite loss or gradient norm, on_nonfinite: skip):
-    #                 1.0 / 0.0; several updates (:func:`combined`): the fraction skipped
+    #                 1.0 / 0.0; several updates (:func:`rltf.rl.update.combined`): the fraction skipped
 
 
-def _nonfinite_loss(loss: torch.Tensor, state: TrainingState) -> bool:
-    """Whether the update is skipped for a non-finite loss on any process (they all agree: decided on
-    the sum of every process's loss; :func:`_nonfinite` stops the run instead where configured)."""
-    acc = state.acc
-    worst = float(loss.detach()) if acc.num_processes == 1 else float(
-        gather(acc, np.array([float(loss.detach())])).sum())
-    return _nonfinite("loss", worst, state)
-
-
-def update(loss: torch.Tensor, state: TrainingState) -> Update:
-    """Backward, average gradients over processes, clip, step (:class:`rltf.run.distributed.Sharding`:
-    replicated parameters are averaged explicitly; FSDP reduce-scatters them itself). A non-finite
-    loss or gradient norm stops the run with the step named, or skips the update (decided on every
-    process's loss: the processes must agree on whether to run the backward). The caller counts the
-    step as done (``state.step += 1``) after its last update, applied or skipped."""
-    skipped = _nonfinite_loss(loss, state)
-    grad_norm = float("nan")
-    if skipped:
-        advance_schedule(state.scheduler)  # the schedule stays aligned with the step count
-    else:
-        state.sharding.backward(loss)
-        grad_norm = state.sharding.clip_and_step(state.model, state.optimizer, state.scheduler,
-                                                 state.rl.max_grad_norm)
-        skipped = _nonfinite("gradient norm", float(grad_norm), state)  # (the step was not applied)
-    return Update(grad_norm, float(skipped))
-
-
-def update_in_chunks(loss: torch.Tensor, scores: torch.Tensor, rows: Sequence[int],
-                     rescore: Callable[[list[int]], torch.Tensor], chunk: int, state: TrainingState) -> Update:
-    """:func:`update` for a loss that reaches the parameters only through per-sample scores (a flow's
-    log π_c per decision) too many to hold in one graph. ``scores`` is a leaf (``requires_grad``, no
-    graph to the parameters) holding the values of samples ``rows``, computed beforehand without
-    gradients; ``loss`` was computed from it; ``rescore(rows)`` computes those samples' scores again
-    with gradients. The backward runs in two stages: d loss / d scores first (no model), then for
-    every ``chunk`` rows (in order) their scores re-computed and back-propagated weighted by it, the
-    gradients accumulating: by the chain rule the parameters' gradient is :func:`update`'s on the
-    loss built on the scores' graph, with at most ``chunk`` samples in one forward pass. The rest as
-    :func:`update` (non-finite loss or gradient norm, processes' gradients averaged once after the
-    last chunk, clipping, step); replicated processes only (each process's backward calls may differ
-    in number: FSDP and DeepSpeed reduce inside every backward)."""
-    if chunk < 1:
-        raise ValueError(f"chunk={chunk}: expected at least 1 sample per forward pass")
-    if state.sharding.kind != "replicated":
-        raise ValueError(f"chunked backward with {state.sharding.kind} sharding: its processes must make the same "
-                         "backward calls; expected replicated processes")
-    skipped = _nonfinite_loss(loss, state)
-    grad_norm = float("nan")
-    if skipped:
-        advance_schedule(state.scheduler)
-        return Update(grad_norm, 1.0)
-    (d_scores,) = torch.autograd.grad(loss, scores, allow_unused=True)
-    if d_scores is None:  # the loss does not depend on the scores
-        d_scores = torch.zeros_like(scores)
-    rows = list(rows)
-    for lo in range(0, len(rows), chunk):
-        now = rescore(rows[lo : lo + chunk])
-        state.sharding.backward((now * d_scores[lo : lo + chunk].to(device=now.device, dtype=now.dtype)).sum())
-    grad_norm = state.sharding.clip_and_step(state.model, state.optimizer, state.scheduler, state.rl.max_grad_norm)
-    skipped = _nonfinite("gradient norm", float(grad_norm), state)
-    return Update(grad_norm, float(skipped))
-
-
-def combined(updates: list[Update]) -> Update:
-    """The updates of one step as one row's numbers: the mean gradient norm of those that ran
-    (NaN when none did) and the fraction skipped."""
-    norms = [u.grad_norm for u in updates if not math.isnan(u.grad_norm)]
-    return Update(float(np.mean(norms)) if norms else float("nan"),
-                  float(np.mean([u.skipped for u in updates])) if updates else 0.0)
-
-
-def minibatches(n: int, count: int, seed: int, step: int, epoch: int) -> list[np.ndarray]:
-    """Pass ``epoch`` of step ``step`` over this process's ``n`` samples: a permutation drawn from
-    ``(seed, step, epoch)`` cut into ``count`` minibatches of sizes differing by at most one. Every
-    process has as many samples (equal shards), so every process takes as many optimizer steps; a
-    resumed run cuts what the uninterrupted one would have."""
-    if not 1 <= count <= n:
-        raise ValueError(f"rltf.minibatches={count}: expected 1 to {n}, the samples each process holds per step "
-                         "(tasks_per_batch * k_samples / processes)")
-    order = np.random.default_rng([seed, step, epoch, 2]).permutation(n)
-    return np.array_split(order, count)
-
-
-def _nonfinite(what: str, value: float, state: TrainingState) -> bool:
-    """True when ``value`` is NaN/inf and ``on_nonfinite: skip`` (the update is skipped, warned);
-    raises :class:`NonFiniteLossError` naming the step under ``stop``."""
-    if math.isfinite(value):
-        return False
-    rl = state.rl
-    message = (f"non-finite {what} at RLTF step {state.step + 1} ({value}): the policy diverged; lower "
-               f"rltf.lr (now {rl.lr:g}) or set rltf.on_nonfinite=skip to skip such steps")
-    if rl.on_nonfinite == "stop":
-        raise NonFiniteLossError(message)
-    warnings.warn(message.replace("the policy diverged", "step skipped"), RuntimeWarning, stacklevel=3)
-    return True
-
-
-# ------------------------------------------------------------------------------ 4. the metrics
 def step_metrics(weights: LossWeights, loss: torch.Tensor, logp: torch.Tensor, kl: torch.Tensor,
                  sampled_logp: torch.Tensor, plans: list[tuple[int, str]], applied: Update, lr: float,
                  started: float, num_processes: int) -> dict[str, float]:
     """The row of a step: ``logp`` / ``kl`` are this process's log π_c and KL per sample (detached),
     ``sampled_logp`` the sampler's own log π_c of the same samples, ``plans`` their (task id, plan
-    text), ``started`` the step's ``time.perf_counter()``."""
+    text), ``applied`` what the update did (:func:`rltf.rl.update.policy_update`), ``started`` the
+    step's ``time.perf_counter()``."""
     return {
         "train/reward": float(weights.rewards.mean()),
         "train/baseline": float(weights.baselines.mean()),
@@ -274,29 +170,3 @@ def step_metrics(weights: LossWeights, loss: torch.Tensor, logp: torch.Tensor, k
         "train/lr": lr,
         "train/plans_per_s": len(plans) * num_processes / (time.perf_counter() - started),
     }
-
-
-def clipped_passes(n: int, rl, seed: int, state: TrainingState,
-                   minibatch_surrogate: Callable[[np.ndarray, bool], tuple[torch.Tensor, Any]],
-                   apply: Callable[[torch.Tensor, TrainingState], Update] | None = None,
-                   ) -> tuple[Update, dict[str, float], torch.Tensor]:
-    """``rl.update_epochs`` passes of ``rl.minibatches`` optimizer steps over a batch of ``n``
-    samples (:func:`minibatches`). ``minibatch_surrogate(rows, first)`` gives one minibatch's loss
-    and its :class:`~rltf.rl.objectives.Surrogate` (``first``: no update has run yet, so log π_c is
-    still the batch's own). Returns the updates as one (:func:`combined`), the clip fraction and
-    approximate KL of every pass (``train/epoch<n>/...``) and the last minibatch's loss. ``apply(loss,
-    state)`` runs each minibatch's update (None: :func:`update`; a flow re-scoring in chunks passes
-    one that calls :func:`update_in_chunks`)."""
-    apply = update if apply is None else apply
-    done: list[Update] = []
-    passes: dict[str, float] = {}
-    for epoch in range(rl.update_epochs):
-        clip_fractions, kls = [], []
-        for rows in minibatches(n, rl.minibatches, seed, state.step, epoch):
-            loss, surrogate = minibatch_surrogate(rows, not done)
-            done.append(apply(loss, state))
-            clip_fractions.append(surrogate.clip_fraction)
-            kls.append(surrogate.approx_kl)
-        passes[f"train/epoch{epoch + 1}/clip_fraction"] = float(np.mean(clip_fractions))
-        passes[f"train/epoch{epoch + 1}/approx_kl"] = float(np.mean(kls))
-    return combined(done), passes, loss

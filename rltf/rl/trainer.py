@@ -18,16 +18,17 @@ One step, top to bottom (:meth:`RLTFTrainer.train_step`):
    optional regularisers folded in as score-function terms — an entropy bonus −c_H·log π_c(plan)
    and a KL penalty −c_KL·(log π_c(plan) − log π_ref(plan)) to the policy RLTF started from —
    optionally scaled to unit std over all processes;
-6. the update: backward, average gradients over processes, clip, step (:func:`rltf.rl.steps.update`,
-   through :class:`rltf.run.distributed.Sharding`: replicated parameters are averaged explicitly;
+6. the update (:func:`rltf.rl.update.policy_update`, the one update rule of both trainers, a plan
+   being one decision per sample): backward, average gradients over processes, clip, step
+   (through :class:`rltf.run.distributed.Sharding`: replicated parameters are averaged explicitly;
    FSDP reduce-scatters them itself):
 
    * ``rltf.update_epochs = minibatches = 1`` (default): REINFORCE, one step on
      loss = −mean(weight · log π_c(plan));
    * otherwise ``update_epochs`` passes over the batch, each cut into ``minibatches``
-     (:func:`rltf.rl.steps.minibatches`), one step per minibatch on the clipped surrogate
+     (:func:`rltf.rl.update.minibatches`), one step per minibatch on the clipped surrogate
      loss = −mean(min(r·A, clip(r, 1 − ε, 1 + ε)·A)), r = π_c(plan) / π_c,old(plan)
-     (:func:`rltf.rl.objectives.clipped_surrogate`): log π_c re-scored teacher-forced as in 4,
+     (:func:`rltf.algorithms.objectives.clipped_surrogate`): log π_c re-scored teacher-forced as in 4,
      log π_c,old the values of 4 (the same scorer, before any update; the first minibatch reuses
      them, so its r is exactly 1 and its step is REINFORCE's). The loss weights, KL and entropy
      terms stay those of the sampling policy. With one pass and one minibatch r ≡ 1 and the
@@ -36,7 +37,8 @@ One step, top to bottom (:meth:`RLTFTrainer.train_step`):
 Everything random in a step is a pure function of ``(seed, step, process)`` — the task draw, the
 env's sample subset and the decoder's generator, which lives on the model's device — so a run
 resumed from a checkpoint continues exactly as the uninterrupted run would have. The optimizer,
-baseline, KL reference, loop and checkpoints are a :class:`rltf.rl.training_state.TrainingState`.
+baseline, KL reference, loop and checkpoints are a :class:`rltf.rl.training_state.TrainingState`,
+run by the :class:`rltf.rl.training_state.Trainer` this trainer extends.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -52,36 +53,21 @@ import torch
 from constrained_decoding.decode import sample_plans
 from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.logprobs import plan_logprobs
-from rltf.config.loading import RunConfig
-from rltf.planners.planner import Planner
-from rltf.rl.objectives import clipped_surrogate
-from rltf.rl.steps import StepBatch, clipped_passes, draw_step, execute, loss_weights, step_metrics, update
-from rltf.rl.training_state import TrainingState
-from rltf.run.distributed import Sharding
+from rltf.rl.steps import StepBatch, draw_step, execute, loss_weights, step_metrics
+from rltf.rl.training_state import Selection, TrainingState
+from rltf.rl.update import policy_update
 
 
 class RLTFTrainer:
     """The RLTF loop on any env of :class:`envs.protocol.RLTFEnv` (OpenAGI's, the travel sandbox's):
     its tasks, the grammar of a task's plans, the rewards of plans and what failed while scoring them."""
 
-    def __init__(self, cfg: RunConfig, planner: Planner, env, accelerator,
-                 tracker=None, validate: Callable[[Planner], dict[str, float]] | None = None,
-                 sharding: Sharding | None = None):
+    def __init__(self, cfg, planner, env, accelerator, tracker=None, validate=None, sharding=None):
         self.cfg, self.rl = cfg, cfg.rltf
         self.planner, self.model, self.env, self.acc = planner, planner.model, env, accelerator
         self.state = TrainingState(cfg, planner, accelerator, sharding, tracker, validate)
         self.train_ids = [t.id for t in env.tasks()]
-        self.last_batch: StepBatch | None = None
-
-    @property
-    def step(self) -> int:
-        """Steps done (applied or skipped)."""
-        return self.state.step
-
-    @property
-    def selection(self):
-        """The planner :meth:`train` handed on (:class:`rltf.rl.training_state.Selection`), None before."""
-        return self.state.selection
+        self.last_batch: StepBatch | None = None  # what the last step sampled and learned from
 
     # ------------------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, float]:
@@ -109,61 +95,63 @@ class RLTFTrainer:
         # 3. rewards from executing the plans (the parsed plans: checked once, formatted once)
         results = execute(env, [(t, d.plan) for t, d in zip(plan_tasks, plans)], draw.env_rng, acc)
         rewards = np.array([r.reward if math.isfinite(r.reward) else 0.0 for r in results])
-        expert_error_rate, failures = env.expert_failures(results)
-        for text in failures:  # a broken expert or cache would otherwise only show as lower rewards
-            warnings.warn(f"step {state.step + 1}: {text}", RuntimeWarning, stacklevel=2)
+        env_row = self._env_metrics(results)  # (warns of the experts that failed)
 
         # 4. log π_c(plan), teacher-forced with gradients, under the sampler's masks and temperature
         #    (the decoded rows themselves: nothing is rebuilt from the plans); detached: log π_c,old
-        plan_grammars = [d.grammar for d in plans]
-
-        def scored(rows, memo=None) -> torch.Tensor:
-            with acc.autocast():
-                return plan_logprobs(self.model, tokenizer, [plan_prompts[i] for i in rows],
-                                     [plan_grammars[i] for i in rows], [plans[i] for i in rows], rl.temperature,
-                                     through_forward=sharding.sharded, encoder_memo=memo)
-
-        logp = scored(range(len(plans)), memo)  # (later re-scoring, after an update, reads the prompts again)
+        score = self._scorer(plan_prompts, plans)
+        logp = score(range(len(plans)), memo)  # (later re-scoring, after an update, reads the prompts again)
         logp_d = logp.detach().float().cpu()
-        kl = torch.zeros_like(logp_d)
-        if state.reference is not None:
-            with state.reference() as ref_model, torch.no_grad():
-                ref_lp = plan_logprobs(ref_model, tokenizer, plan_prompts, plan_grammars, plans, rl.temperature,
-                                       through_forward=sharding.sharded).float().cpu()
-            kl = logp_d - ref_lp
+        kl = self._kl(logp_d, plan_prompts, plans)
 
         # 5. loss weights: advantage against the baseline and regularisers, over every process's batch
         ids = [t.id for t in plan_tasks]
         weights = loss_weights(rewards, np.array(ids), logp_d.numpy(), kl.numpy(), state.baseline, rl, acc)
         shaped = torch.as_tensor(weights.shaped, dtype=torch.float32)
 
-        # 6. update (a non-finite loss or gradient norm stops the run with the step named, or skips the update)
-        passes: dict[str, float] = {}
-        if rl.update_epochs == 1 and rl.minibatches == 1:  # REINFORCE: one step on the batch
-            loss = -(shaped.to(logp.device) * logp).mean()
-            applied = update(loss, state)
-        else:  # several steps on the batch: the clipped ratio surrogate against log π_c,old
-            old_logp = logp.detach()
-
-            def minibatch_surrogate(rows, first):
-                rows = rows.tolist()
-                now = logp[rows] if first else scored(rows)  # no update yet: the values of 4
-                surrogate = clipped_surrogate(now - old_logp[rows], shaped[rows], rl.clip_eps)
-                return -surrogate.objective.mean(), surrogate
-
-            applied, passes, loss = clipped_passes(len(plans), rl, self.cfg.seed, state, minibatch_surrogate)
+        # 6. update: REINFORCE or the clipped epochs (a non-finite loss or gradient norm stops the run
+        #    with the step named, or skips the update)
+        applied = policy_update(logp, shaped, len(plans), score, rl, state.updater, seed=self.cfg.seed, step=state.step)
         state.step += 1  # the step is done, applied or skipped
         texts = [r.plan_text for r in results]  # (the env formatted each valid plan once)
         self.last_batch = StepBatch(ids, texts, rewards, shaped.numpy(), plan_prompts)
 
-        row = step_metrics(weights, loss, logp_d, kl, torch.tensor([d.logprob for d in plans]),
-                           list(zip(ids, texts)), applied, state.scheduler.get_last_lr()[0], started,
+        row = step_metrics(weights, applied.loss, logp_d, kl, torch.tensor([d.logprob for d in plans]),
+                           list(zip(ids, texts)), applied.update, state.scheduler.get_last_lr()[0], started,
                            acc.num_processes)
-        stats = env.cache_stats()
-        row.update({"train/valid": float(np.mean([r.valid for r in results])),
-                    "train/expert_error_rate": expert_error_rate,
-                    "train/cache_hit_rate": stats.hit_rate if stats else 0.0, **passes})
-        return row
+        return {**row, **env_row, **applied.passes}
+
+    def _env_metrics(self, results: list) -> dict[str, float]:
+        """The env's share of a step's row: valid plans, the experts that failed (each failure warned:
+        a broken expert or cache would otherwise only show as lower rewards), the cache's hit rate."""
+        expert_error_rate, failures = self.env.expert_failures(results)
+        for text in failures:
+            warnings.warn(f"step {self.state.step + 1}: {text}", RuntimeWarning, stacklevel=3)
+        stats = self.env.cache_stats()
+        return {"train/valid": float(np.mean([r.valid for r in results])), "train/expert_error_rate": expert_error_rate,
+                "train/cache_hit_rate": stats.hit_rate if stats else 0.0}
+
+    def _scorer(self, prompts: list[str], plans: list):
+        """``(rows, memo=None) -> log π_c`` of those plans under the model now, teacher-forced with
+        gradients under the sampler's grammar masks and temperature (the decoded rows themselves)."""
+        grammars = [d.grammar for d in plans]
+
+        def scored(rows, memo: EncoderMemo | None = None) -> torch.Tensor:
+            with self.acc.autocast():
+                return plan_logprobs(self.model, self.planner.tokenizer, [prompts[i] for i in rows],
+                                     [grammars[i] for i in rows], [plans[i] for i in rows], self.rl.temperature,
+                                     through_forward=self.state.sharding.sharded, encoder_memo=memo)
+        return scored
+
+    def _kl(self, logp: torch.Tensor, prompts: list[str], plans: list) -> torch.Tensor:
+        """log π_c(plan) − log π_ref(plan) per plan (``logp`` detached, on the CPU); zeros without a
+        KL reference."""
+        if self.state.reference is None:
+            return torch.zeros_like(logp)
+        with self.state.reference() as ref_model, torch.no_grad():
+            ref_lp = plan_logprobs(ref_model, self.planner.tokenizer, prompts, [d.grammar for d in plans], plans,
+                                   self.rl.temperature, through_forward=self.state.sharding.sharded).float().cpu()
+        return logp - ref_lp
 
     def _encoder_memo(self) -> EncoderMemo | None:
         """A memo of the step's encoder passes (:class:`~constrained_decoding.encoder_memo.EncoderMemo`):
@@ -176,9 +164,20 @@ class RLTFTrainer:
         return EncoderMemo() if plain else None
 
     # ------------------------------------------------------------------------ loop, checkpoints
+    @property
+    def step(self) -> int:
+        """Steps done (applied or skipped)."""
+        return self.state.step
+
+    @property
+    def selection(self) -> Selection | None:
+        """The planner :meth:`train` handed on (``rltf.select``), None before."""
+        return self.state.selection
+
     def train(self) -> list[dict]:
-        """Steps until ``rltf.steps``, evaluated, logged and checkpointed, then the selected planner
-        (``rltf.select``: :attr:`selection`); the history of step rows."""
+        """Steps until ``rltf.steps``, logged, validated and checkpointed, then the selected planner
+        (``rltf.select``; without ``validate`` or with ``rltf.eval_every=0``, the last); the
+        history of step rows."""
         return self.state.run(self.train_step)
 
     def save(self) -> None:

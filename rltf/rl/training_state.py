@@ -17,6 +17,12 @@ loaded back into the planner (:attr:`TrainingState.selection` says which step). 
 without a validation score, the planner is the last step's. The step-0 score is kept apart from the
 history of step rows (:attr:`TrainingState.initial_validation`; :meth:`TrainingState.validation_rows`
 has the whole curve).
+
+:class:`Trainer` is the protocol both trainers meet and the train stage runs
+(:func:`rltf.stages.plan_job.run_trainer`): the state, ``train_step()`` (each trainer's algorithm),
+``train()``, ``save()``, ``resume()`` and the planner it handed on (:attr:`Trainer.selection`); each
+trainer holds its own :class:`TrainingState` (no base class between them).
+The optimizer step itself reads only its :class:`~rltf.rl.update.Updater` (:attr:`TrainingState.updater`).
 """
 
 from __future__ import annotations
@@ -25,13 +31,21 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
+from rltf.algorithms.baselines import Baseline
 from rltf.config.loading import RunConfig, check_resume_config, config_to_yaml
 from rltf.planners.planner import Planner
-from rltf.rl.baselines import Baseline
 from rltf.rl.kl_reference import ReferencePolicy
 from rltf.rl.optim import make_optimizer
-from rltf.run.checkpoint import ENGINE_DIR, MODEL_DIR, STATE_FILE, latest_intact_checkpoint, save_checkpoint
+from rltf.rl.update import Updater
+from rltf.run.checkpoint import (
+    ENGINE_DIR,
+    MODEL_DIR,
+    STATE_FILE,
+    latest_intact_checkpoint,
+    save_checkpoint,
+)
 from rltf.run.distributed import Sharding
 from rltf.run.tracking import progress_bar
 
@@ -87,6 +101,12 @@ class TrainingState:
         self.initial_validation: dict | None = None  # validate() of the starting planner, before step 1
         self.best: dict | None = None  # best_validation: {"step", "score"} of the best validation so far
         self.selection: Selection | None = None  # set by run(): the planner it handed on
+
+    @property
+    def updater(self) -> Updater:
+        """What an optimizer step of this run touches (model, optimizer, schedule, sharding, clipping)."""
+        return Updater(self.model, self.optimizer, self.scheduler, self.sharding, self.acc, self.rl.max_grad_norm,
+                       self.rl.on_nonfinite, self.rl.lr)
 
     # ------------------------------------------------------------------------------- the loop
     def run(self, train_step: Callable[[], dict[str, float]],
@@ -212,6 +232,30 @@ class TrainingState:
         self.initial_validation = state.get("initial_validation")  # (checkpoints written before rltf.select
         self.best = state.get("best")                                # have neither)
         return True
+
+
+class Trainer(Protocol):
+    """What the train stage runs (:func:`rltf.stages.plan_job.run_trainer`), the flat plans' trainer
+    or a flow's: its :class:`TrainingState`, ``train_step()`` (its algorithm: sample, reward, score,
+    weigh, update; it advances :attr:`TrainingState.step`), ``train()`` (the state's loop around the
+    step), ``resume()``, ``save()``, the steps done and the planner it handed on. A protocol, not a
+    base class: each trainer holds its state and says what it delegates to it."""
+
+    state: TrainingState
+
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def selection(self) -> Selection | None: ...
+
+    def train_step(self) -> dict[str, float]: ...
+
+    def train(self) -> list[dict]: ...
+
+    def resume(self) -> bool: ...
+
+    def save(self) -> None: ...
 
 
 def _finite_or_lowest(value) -> float:

@@ -23,13 +23,15 @@ import os
 import re
 import shutil
 import warnings
-from pathlib import Path
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from envs.atomic import atomic_dir, write_atomic
+from common.atomic import atomic_dir, write_atomic
+from rltf.planners.hf_models import damaged_files, has_tokenizer
+from rltf.planners.source import CHECKPOINT_PLANNER
 from rltf.run.folders import RunFolderError, check_folder_chain, disk_errors, not_a_folder
 from rltf.run.lock import lock_run_folder
 from rltf.run.tracking import DamagedFileError
@@ -37,7 +39,7 @@ from rltf.run.zero_rows import pack_zero_rows, unpack_zero_rows
 
 LATEST = "latest"
 STATE_FILE = "trainer_state.pt"
-MODEL_DIR = "planner"
+MODEL_DIR = CHECKPOINT_PLANNER  # "planner": a run folder as a planner source reads it too
 ENGINE_DIR = "deepspeed"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle")  # weights a checkpoint's planner/ never holds
 
@@ -258,8 +260,6 @@ def checkpoint_problem(checkpoint: Path) -> tuple[dict[str, Any] | None, str | N
     loads and records its step, its planner folder holds safetensors weights and no pickle
     (``pytorch_model.bin``...: never loaded from a run folder), its files read (:func:`rltf.planners.hf_models.damaged_files`,
     JSON and safetensors headers, tokenizer present), a DeepSpeed run's engine folder is there."""
-    from rltf.planners.hf_models import damaged_files, has_tokenizer
-
     checkpoint = Path(checkpoint)
     state, why = _read_state(checkpoint)
     if state is None:

@@ -2,7 +2,8 @@
 
 ``train/*.py`` end with ``run_cli(main)``: a bad setting, a planner that cannot load, a run
 folder that cannot be used, a damaged file, a run whose numbers went non-finite, a disk that
-refuses a write (full, read-only, no permission: :mod:`rltf.run.folders`)... print
+refuses a write (full, read-only, no permission: :mod:`rltf.run.folders`)... (every
+:class:`common.errors.UserError`, and an ``OSError`` of a full or read-only disk) print
 ``error: <message>`` (the message names the key, file or folder and what to do) and exit with
 status 2. Anything else is a bug and keeps its traceback. ``RLTF_TRACEBACK=1`` shows the traceback
 of user-facing errors too.
@@ -15,38 +16,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from common.errors import UserError
 from rltf.run.folders import disk_error_message, disk_error_number
 
 T = TypeVar("T")
 
 EXIT_USER_ERROR = 2
-
-# (module, class) of the errors whose message is the whole story; looked up among the modules
-# already imported (an error of a module that was never imported cannot have been raised)
-USER_ERRORS = (
-    ("rltf.config.loading", "ConfigError"),
-    ("rltf.planners.hf_models", "PlannerError"),
-    ("rltf.run.folders", "RunFolderError"),  # and DamagedCheckpointError, DiskWriteError, RunFolderInUseError
-    ("rltf.run.tracking", "DamagedFileError"),
-    ("envs.openagi.config", "EnvConfigError"),
-    ("envs.travel.config", "TravelConfigError"),
-    ("envs.openagi.hf.loader", "ModelLoadError"),
-    ("envs.openagi.hf.loader", "MemoryBudgetError"),
-    ("envs.openagi.hf.sources", "DatasetAccessError"),
-    ("constrained_decoding.search", "NonFiniteLogitsError"),
-    ("rltf.rl.steps", "NonFiniteLossError"),
-    ("rltf.rl.sft", "NonFiniteSFTLossError"),
-    ("rltf.flows.evaluation", "BackendUnreachableError"),
-)
-
-
-def user_error_types() -> tuple[type[BaseException], ...]:
-    found = []
-    for module, name in USER_ERRORS:
-        cls = getattr(sys.modules.get(module), name, None)
-        if isinstance(cls, type) and issubclass(cls, BaseException):
-            found.append(cls)
-    return tuple(found)
 
 
 def one_line(error: BaseException) -> str:
@@ -56,14 +31,14 @@ def one_line(error: BaseException) -> str:
 
 
 def run_cli(main: Callable[[list[str]], T], argv: Sequence[str] | None = None) -> T:
-    """``main(argv)`` (default: ``sys.argv[1:]``); a user-facing error (:data:`USER_ERRORS`) is
+    """``main(argv)`` (default: ``sys.argv[1:]``); a user-facing error (a :class:`UserError`) is
     printed as ``error: <message>`` on stderr and exits with status 2, without a traceback."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         return main(args)
     except Exception as e:
         disk = disk_error_number(e) is not None  # a full / read-only disk anywhere: its path, not a traceback
-        if not (disk or isinstance(e, user_error_types())) or os.environ.get("RLTF_TRACEBACK", "") not in ("", "0"):
+        if not (disk or isinstance(e, UserError)) or os.environ.get("RLTF_TRACEBACK", "") not in ("", "0"):
             raise
         sys.stdout.flush()
         message = disk_error_message(e, None) if disk else one_line(e)

@@ -28,11 +28,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 
@@ -77,7 +79,7 @@ class Sharding:
         if not self.sharded:
             yield
             return
-        from torch.distributed.fsdp import FSDPModule
+        from torch.distributed.fsdp import FSDPModule  # FSDP2: torch >= 2.6, only when sharding with FSDP
 
         mods = [m for m in model.modules() if isinstance(m, FSDPModule)]
         for m in mods:
@@ -127,6 +129,7 @@ class Sharding:
         processes); ``None`` when replicated (the model's own ``state_dict`` is already full)."""
         if not self.sharded:
             return None
+        # heavy: torch.distributed.checkpoint takes ~0.6 s to import; only for FSDP state dicts
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
@@ -136,6 +139,7 @@ class Sharding:
         if not self.sharded:
             model.load_state_dict(state)
             return
+        # heavy: torch.distributed.checkpoint takes ~0.6 s to import; only for FSDP state dicts
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
         set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True))
@@ -146,6 +150,7 @@ class Sharding:
             return None
         if not self.sharded:
             return optimizer.state_dict()
+        # heavy: torch.distributed.checkpoint takes ~0.6 s to import; only for FSDP state dicts
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
         return get_optimizer_state_dict(model, optimizer,
@@ -157,6 +162,7 @@ class Sharding:
         if not self.sharded:
             optimizer.load_state_dict(state)
             return
+        # heavy: torch.distributed.checkpoint takes ~0.6 s to import; only for FSDP state dicts
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
         set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))
@@ -236,8 +242,6 @@ def _rows_nonzero_anywhere(accelerator, grads: list[torch.Tensor]) -> list[torch
 def launch_share() -> tuple[int, int]:
     """``(this process's index, the number of processes)`` of the launch: torch.distributed's default
     group once it is initialised (accelerate starts it for a multi-process launch), else ``(0, 1)``."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
@@ -249,7 +253,6 @@ def gather_objects(obj: Any) -> list[Any]:
     _, world = launch_share()
     if world == 1:
         return [obj]
-    import torch.distributed as dist
 
     out: list[Any] = [None] * world
     dist.all_gather_object(out, obj)
@@ -298,8 +301,8 @@ def shard_planner(model: nn.Module, sharding: Sharding) -> None:
     that :meth:`Sharding.gathered` may run before any training forward."""
     if not sharding.sharded:
         return
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.device_mesh import init_device_mesh  # FSDP2: torch >= 2.6, only when sharding with FSDP
+    from torch.distributed.fsdp import fully_shard  # FSDP2: torch >= 2.6, only when sharding with FSDP
 
     acc = sharding.accelerator
     base = model.get_base_model() if hasattr(model, "peft_config") else model
@@ -327,8 +330,6 @@ def shard_planner(model: nn.Module, sharding: Sharding) -> None:
 def advance_schedule(scheduler) -> None:
     """Step ``scheduler`` for a skipped update, so the schedule stays aligned with the step count
     (without torch's warning about a scheduler step before any optimizer step)."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
         scheduler.step()

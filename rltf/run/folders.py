@@ -15,10 +15,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from common.errors import UserError
 from rltf.config.loading import folder_chain_problem, not_a_folder_message
 
 
-class RunFolderError(ValueError):
+class RunFolderError(UserError, ValueError):
     """A run folder that this run cannot use as asked (holds another run, damaged checkpoint...)."""
 
 

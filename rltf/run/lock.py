@@ -21,7 +21,7 @@ from typing import IO
 from rltf.run.folders import RunFolderError, disk_errors
 
 try:
-    import fcntl
+    import fcntl  # POSIX only
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 

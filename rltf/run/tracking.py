@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from envs.atomic import write_atomic
+from tqdm.auto import tqdm
+from transformers.utils import logging as hf_logging
+
+from common.atomic import write_atomic
+from common.errors import UserError
 
 
 class Tracker:
@@ -24,14 +29,14 @@ class Tracker:
         self.history: list[dict[str, Any]] = []
         self._wandb = self._tb = None
         if self.report_to == "wandb":
-            import wandb
+            import wandb  # optional: only with logging.report_to=wandb
 
             if not os.environ.get("WANDB_API_KEY") and not os.environ.get("WANDB_MODE"):
                 os.environ["WANDB_MODE"] = "offline"
             self._wandb = wandb.init(project=project, name=run_name, dir=str(self.run_dir), config=config,
                                      reinit="finish_previous")
         elif self.report_to == "tensorboard":
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # optional: only with logging.report_to=tensorboard
 
             self._tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
         elif self.report_to != "none":
@@ -59,10 +64,10 @@ def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF",
     ``validation``: rows ``{"step", "eval/<split>/score"}`` from step 0 (the starting planner's
     score, which the step rows of ``history`` lack), drawn in place of ``history``'s scores;
     ``selected_step``: the step whose planner the run handed on, marked on the curve."""
-    import matplotlib
+    import matplotlib  # plotting only, at the end of a run (Agg backend set first)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # plotting only, at the end of a run (Agg backend set first)
 
     train = [(r["step"], r["train/reward"]) for r in history if "train/reward" in r]
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -94,7 +99,7 @@ def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF",
     return path
 
 
-class DamagedFileError(ValueError):
+class DamagedFileError(UserError, ValueError):
     """A file a run wrote earlier (results, histories, checkpoint state) that no longer reads:
     truncated, overwritten, or not what it should be. The message names the file and what to do."""
 
@@ -124,10 +129,6 @@ def configure_progress_bars(enabled: bool, stream=None) -> bool:
     drawn under an open one (a checkpoint written during the rltf bar) leaves cursor-up codes
     and blank lines. Returns whether they show. Called by the ``train/`` recipes once the config
     is read."""
-    import sys
-
-    from transformers.utils import logging as hf_logging
-
     stream = sys.stderr if stream is None else stream
     show = bool(enabled) and _is_terminal(stream)
     if show:
@@ -178,10 +179,6 @@ def progress_bar(iterable=None, *, desc: str, enabled: bool, stream=None, **kwar
     """A tqdm bar ``desc`` (``logging.progress_bar`` and the main process: ``enabled``) drawn on
     ``stream`` (default stderr): redrawn in place on a terminal, else printed as sparse plain
     ASCII lines (:class:`PlainProgressLines`). ``kwargs`` go to tqdm (``total``, ``initial``)."""
-    import sys
-
-    from tqdm.auto import tqdm
-
     stream = sys.stderr if stream is None else stream
     if not enabled or _is_terminal(stream):
         return tqdm(iterable, desc=desc, disable=not enabled, file=stream, **kwargs)

@@ -16,11 +16,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 import envs
 from envs.config import EnvConfigError
 from rltf.config.loading import ConfigError, RunConfig, load_config
 from rltf.planners.loading import check_kl_reference
-from rltf.planners.named import describe_named, is_named
+from rltf.planners.named import describe_named
+from rltf.planners.source import PlannerSource, SourceKind, resolve_planner_source
 
 # Exhaustive plan search is only affordable with the offline zoo; on the full grammar a VQA task
 # alone has millions of valid plans (enumerate_plans under SUITE_LIMITS["full"]).
@@ -28,9 +31,10 @@ _ORACLE_NOTE = ("eval.schemas includes 'oracle' (exhaustive plan search): the fu
                 "~6 million valid plans per task, far too many to execute with hub experts; drop it")
 
 
-def _planner_lines(cfg: RunConfig) -> list[str]:
+def _planner_lines(cfg: RunConfig, source: PlannerSource) -> list[str]:
     p = cfg.planner
-    if p.model == "embedded":
+    arch = p.arch if p.arch != "auto" else "auto (encoder-decoder -> seq2seq, else causal; read from its config at load)"
+    if source.kind is SourceKind.EMBEDDED:
         e = p.embedded
         if p.arch == "causal":
             where = (f"embedded LLaMA-style causal model built from scratch (hidden {e.d_model}, {e.num_layers} "
@@ -46,36 +50,39 @@ def _planner_lines(cfg: RunConfig) -> list[str]:
             where = (f"embedded T5 built from scratch (d_model {e.d_model}, {e.num_layers}+{e.num_layers} layers, "
                      f"{e.num_heads} heads, d_ff {e.d_ff}, vocab <= {e.vocab_size}; cached under {e.dir})")
             arch = "seq2seq"
-    elif is_named(p.model):
-        where = describe_named(p.model)
+    elif source.kind is SourceKind.NAMED:
+        where = describe_named(source.value)
         arch = "causal"
-    else:
-        path = Path(p.model).expanduser()
-        if path.is_dir():
-            kind = "LoRA adapter directory" if (path / "adapter_config.json").is_file() else "model directory"
-            model_type = ""
-            cfg_file = path / "config.json"
-            if cfg_file.is_file():  # a local file: reading it downloads nothing
-                try:
-                    model_type = json.loads(cfg_file.read_text()).get("model_type", "")
-                except (OSError, ValueError):
-                    model_type = ""
-            where = f"{p.model} ({kind}{', ' + model_type if model_type else ''})"
-        else:
-            where = f"{p.model} (hub id: downloaded at the start of the run)"
-        arch = p.arch if p.arch != "auto" else "auto (encoder-decoder -> seq2seq, else causal; read from its config at load)"
+    elif source.kind is SourceKind.HUB:
+        where = f"{source.value} (hub id: downloaded at the start of the run)"
+    elif source.kind is SourceKind.RUN:
+        where = (f"{source.value} (a training run's folder; the planner it reported, step {source.selection['step']}"
+                 f"): {source.location} ({_folder_kind(source)})")
+    else:  # a model or adapter folder
+        where = f"{source.value} ({_folder_kind(source)})"
     lines = [f"planner     {where}", f"            arch {arch}, dtype {p.dtype}"]
     if p.lora.enabled:
         targets = ", ".join(p.lora.target_modules) if p.lora.target_modules else "PEFT's default for the model type"
         lines.append(f"            LoRA r={p.lora.r} alpha={p.lora.alpha} dropout={p.lora.dropout} on [{targets}]"
                      f"{' (4-bit NF4 base: QLoRA)' if p.load_in_4bit else ''}; only the adapter trains")
     else:
-        frozen = p.model == "embedded" and p.arch != "causal" and p.embedded.encoder == "minilm" and \
+        frozen = source.kind is SourceKind.EMBEDDED and p.arch != "causal" and p.embedded.encoder == "minilm" and \
             p.embedded.freeze_encoder
         lines.append("            full fine-tuning (" + ("every weight but MiniLM's trains)" if frozen else
                                                        "every weight trains)"))
     lines.append(f"            prompt <= {p.max_prompt_tokens} tokens, plan <= {p.max_plan_tokens} tokens")
     return lines
+
+
+def _folder_kind(source: PlannerSource) -> str:
+    """"model directory, t5" / "LoRA adapter directory": what the folder holds, from its own
+    config.json (a local file: reading it downloads nothing)."""
+    kind = "LoRA adapter directory" if source.adapter else "model directory"
+    try:
+        model_type = json.loads((source.folder / "config.json").read_text()).get("model_type", "")
+    except (OSError, ValueError, AttributeError):
+        model_type = ""
+    return f"{kind}{', ' + model_type if model_type else ''}"
 
 
 def _launch_lines(cfg: RunConfig) -> list[str]:
@@ -92,8 +99,6 @@ def _launch_lines(cfg: RunConfig) -> list[str]:
     else:
         dist = "single process"
     try:
-        import torch
-
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     except Exception:  # noqa: BLE001 - a broken CUDA setup still gets a dry run
         gpus = 0
@@ -137,7 +142,8 @@ def _training_lines(cfg: RunConfig) -> list[str]:
 def describe_run(cfg: RunConfig) -> str:
     """What ``train/rltf.py`` would load and do with ``cfg``; raises ConfigError (or the planner's
     PlannerError) if it cannot run."""
-    check_kl_reference(cfg.planner, sft=cfg.sft.enabled, kl_coef=cfg.rltf.kl_coef)
+    source = resolve_planner_source(cfg.planner.model)  # files only: no weights, no download, no conversion
+    check_kl_reference(cfg.planner, sft=cfg.sft.enabled, kl_coef=cfg.rltf.kl_coef, source=source)
     try:
         env_lines = envs.describe(cfg.env)
     except EnvConfigError as e:
@@ -146,7 +152,7 @@ def describe_run(cfg: RunConfig) -> str:
     lines = [f"dry run of {cfg.run_name!r}: the configuration is valid; nothing was loaded "
              "(no weights, no datasets, no downloads)",
              f"run         {run_dir} (seed {cfg.seed}, resume {str(cfg.resume).lower()})"]
-    lines += _planner_lines(cfg)
+    lines += _planner_lines(cfg, source)
     lines += _launch_lines(cfg)
     lines += env_lines
     lines += _training_lines(cfg)

@@ -1,6 +1,6 @@
 """Which planner ``train/evaluate.py`` evaluates, what its rows are called and where its files go.
 
-``planner.model`` is one of:
+``planner.model`` is resolved once (:func:`rltf.planners.source.resolve_planner_source`) and is one of:
 
 * a training run's folder (``checkpoints/default``: it holds ``config.yaml`` and no model): the
   planner that run reported as ``rltf``, i.e. ``rltf/checkpoint-<step>/planner`` of the step
@@ -28,26 +28,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rltf.planners.named import is_named
-from rltf.run.checkpoint import MODEL_DIR, RUN_ARTEFACTS, checkpoints
+from rltf.planners.source import PlannerSource, resolve_planner_source
+from rltf.run.checkpoint import RUN_ARTEFACTS
 from rltf.run.folders import RunFolderError
-from rltf.run.tracking import read_json
+
+__all__ = ["EVAL_DIR", "PLANNER_ROW", "EvaluatedPlanner", "evaluated_planner"]
 
 PLANNER_ROW = "planner"  # the key of the evaluated planner's constrained beam search row
 EVAL_DIR = "eval"  # the folder beside a planner that its evaluations are written to
-RUN_RESULTS = "results.json"  # a finished training run's results (rltf_selection: the planner it reported)
 _PROMPTED = {"zero": "zero-shot", "few": "few-shot"}
 
 
 @dataclass(frozen=True)
 class EvaluatedPlanner:
-    """What ``planner.model`` named, resolved: the planner to load, where its evaluation goes and,
-    for a training run's folder, the run and the selection it reported."""
+    """The planner ``planner.model`` names (its :class:`~rltf.planners.source.PlannerSource`) and
+    where its evaluation goes."""
 
-    model: str  # what is loaded: planner.model itself, or the planner folder a run folder reported
+    source: PlannerSource
     out_dir: Path  # where eval.md / eval.json go
-    run: str | None = None  # the training run's folder planner.model named
-    selection: dict | None = None  # that run's rltf_selection (rltf.select, step, validation score)
+
+    @property
+    def model(self) -> str:
+        """What is evaluated: planner.model itself, or the planner folder a run folder reported."""
+        return self.source.name
+
+    @property
+    def run(self) -> str | None:
+        """The training run's folder planner.model named."""
+        return self.source.run
+
+    @property
+    def selection(self) -> dict | None:
+        """That run's rltf_selection (rltf.select, step)."""
+        return self.source.selection
 
     def row_labels(self) -> dict[str, str]:
         """The table's names of the planner's rows (the bounds keep theirs)."""
@@ -58,52 +71,17 @@ class EvaluatedPlanner:
         return {"model": self.model, "run": self.run, "selection": self.selection}
 
 
-def evaluated_planner(model: str, run_dir: Path) -> EvaluatedPlanner:
-    """Resolve ``planner.model`` (see the module docstring); ``run_dir`` is ``<output_dir>/<run_name>``.
-    Reads files only: a run folder that reports no planner, or a ``run_dir`` that holds a training
-    run, is a :class:`~rltf.run.folders.RunFolderError` saying what to pass instead."""
-    local = Path(model).expanduser()
-    if model != "embedded" and not is_named(model) and local.is_dir():
-        if is_training_run(local):
-            planner, selection = reported_planner(local)
-            return EvaluatedPlanner(str(planner), planner / EVAL_DIR, run=model, selection=selection)
-        return EvaluatedPlanner(model, local / EVAL_DIR)
+def evaluated_planner(model: str | PlannerSource, run_dir: Path) -> EvaluatedPlanner:
+    """The planner ``model`` (``planner.model``, or its source already resolved) names and where its
+    evaluation goes (see the module docstring); ``run_dir`` is ``<output_dir>/<run_name>``. Reads
+    files only: a ``run_dir`` that holds a training run is a :class:`~rltf.run.folders.RunFolderError`
+    saying what to pass instead."""
+    source = resolve_planner_source(model) if isinstance(model, str) else model
+    if source.folder is not None:
+        return EvaluatedPlanner(source, source.folder / EVAL_DIR)
     held = [name for name in RUN_ARTEFACTS if (Path(run_dir) / name).exists()]
     if held:
         raise RunFolderError(f"{run_dir} holds a training run ({', '.join(held)}); an evaluation of "
-                             f"planner.model={model!r} writes eval.md / eval.json into <output_dir>/<run_name>/ and "
-                             "never into a training run's folder: pass another run_name=...")
-    return EvaluatedPlanner(model, Path(run_dir))
-
-
-def is_training_run(folder: Path) -> bool:
-    """A run folder of ``train/rltf.py`` / ``train/sft.py`` (its ``config.yaml``), not a model folder."""
-    folder = Path(folder)
-    return (folder / "config.yaml").is_file() and not (
-        (folder / "config.json").is_file() or (folder / "adapter_config.json").is_file())
-
-
-def reported_planner(run: Path) -> tuple[Path, dict]:
-    """The planner folder finished training run ``run`` reported as ``rltf`` and its
-    ``rltf_selection``: ``<run>/rltf/checkpoint-<step>/planner``."""
-    run = Path(run)
-    results = run / RUN_RESULTS
-    if not results.is_file():
-        raise RunFolderError(f"planner.model={str(run)!r} is a training run's folder without {RUN_RESULTS} (not "
-                             f"finished?), so it reports no planner; evaluate one of its planner folders: "
-                             f"{_planner_folders(run)}")
-    selection = read_json(results, "the run's results").get("rltf_selection")
-    if not isinstance(selection, dict) or not isinstance(selection.get("step"), int):
-        raise RunFolderError(f"{results} reports no RLTF planner (no rltf_selection: not a run of train/rltf.py?); "
-                             f"evaluate one of its planner folders: {_planner_folders(run)}")
-    planner = run / "rltf" / f"checkpoint-{selection['step']}" / MODEL_DIR
-    if not planner.is_dir():
-        raise RunFolderError(f"{results} reports the RLTF planner of step {selection['step']}, but {planner} is "
-                             f"missing; evaluate one of the run's planner folders: {_planner_folders(run)}")
-    return planner, {k: v for k, v in selection.items() if k != "validation"}
-
-
-def _planner_folders(run: Path) -> str:
-    found = ([str(run / "sft")] if (run / "sft").is_dir() else []) + [
-        str(p / MODEL_DIR) for _, p in checkpoints(run / "rltf") if (p / MODEL_DIR).is_dir()]
-    return ", ".join(found) or f"none found in {run}"
+                             f"planner.model={source.value!r} writes eval.md / eval.json into <output_dir>/<run_name>/ "
+                             "and never into a training run's folder: pass another run_name=...")
+    return EvaluatedPlanner(source, Path(run_dir))

@@ -27,22 +27,25 @@ The stages, each a function (the envs, planner, SFT handoff and tracker are :mod
 from __future__ import annotations
 
 import functools
+import json
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from rltf.stages import plan_job as stages
-from rltf.config.loading import ConfigError, RunConfig, config_to_yaml
+from rltf.config.loading import ConfigError, RunConfig
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend
-from rltf.flows.evaluation import (COLUMNS, evaluate_method, held_out_ids, select_queries, solver_row,
-                                  table_markdown, validation_ids)
+from rltf.flows.evaluate import describe_flows
+from rltf.flows.evaluation import (COLUMNS, evaluate_method, held_out_ids, select_queries, solver_row, table_markdown,
+                                   validation_ids)
+from rltf.flows.training.roles import RoleAdapters
 from rltf.flows.training.teacher import DemonstrationGrammars, collect_demonstrations, plain_describe
+from rltf.flows.training.trainer import FlowRLTFTrainer
+from rltf.planners.source import SourceKind, resolve_planner_source
 from rltf.rl.sft import supervised_finetune
 from rltf.rl.training_state import VALIDATION_SCORE, VALIDATION_TIEBREAK
-from rltf.run.tracking import Tracker, plot_rewards, write_json
+from rltf.run.tracking import plot_rewards, write_json
+from rltf.stages import plan_job as stages
 
 __all__ = ["check_flow_job", "describe_flow_job", "evaluate_flow", "flow_validation", "report", "run_flow_job",
            "train_flow", "warm_start"]
@@ -88,8 +91,6 @@ def demonstrations(run: stages.Run, envs: stages.Envs, method: str, describe=pla
 
 def describe_flow_job(cfg: RunConfig) -> str:
     """What the flow main job would do (``dry_run=true``); loads nothing."""
-    from rltf.flows.evaluate import describe_flows
-
     method = check_flow_job(cfg)
     rl, sft, flow = cfg.rltf, cfg.sft, cfg.flow
     lines = [describe_flows(cfg, flow),
@@ -131,19 +132,9 @@ def train_flow(run: stages.Run, planner, envs: stages.Envs, roles=None) -> list[
     step 0 (:func:`flow_validation`), logged, checkpointed under ``<run>/rltf/``; ``resume=true``
     continues from the newest checkpoint. ``planner`` ends holding the weights ``rltf.select``
     picks (:attr:`stages.Run.selection` says which step). Returns the per-step history."""
-    from rltf.flows.training.trainer import FlowRLTFTrainer
-
-    cfg, acc = run.cfg, run.acc
-    tracker = Tracker(cfg.logging.report_to, run.run_dir, cfg.run_name, yaml.safe_load(config_to_yaml(cfg)),
-                      cfg.logging.wandb_project, enabled=acc.is_main_process)
-    validate = flow_validation(run, envs, cfg.flow.methods[0], roles)  # called only with rltf.eval_every > 0
-    trainer = FlowRLTFTrainer(cfg, planner, envs.train, acc, tracker, validate, run.sharding, roles=roles)
-    if cfg.resume and trainer.resume():
-        run.log(f"resumed RLTF at step {trainer.step}")
-    history = trainer.train()
-    tracker.finish()
-    stages.note_selection(run, trainer.state.selection, trainer.state.validation_rows())
-    return history
+    validate = flow_validation(run, envs, run.cfg.flow.methods[0], roles)  # called only with rltf.eval_every > 0
+    return stages.run_trainer(run, lambda tracker: FlowRLTFTrainer(run.cfg, planner, envs.train, run.acc, tracker,
+                                                                   validate, run.sharding, roles=roles))
 
 
 def flow_validation(run: stages.Run, envs: stages.Envs, method: str, roles=None):
@@ -217,10 +208,10 @@ def report(run: stages.Run, rows: dict[str, dict[str, float]], records: dict[str
 
 def plot_role_rewards(history: list[dict], path: Path, title: str) -> Path:
     """PNG: per role, the mean reward credited to its decisions at each step (EMA 0.9)."""
-    import matplotlib
+    import matplotlib  # plotting only, at the end of a run (Agg backend set first)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # plotting only, at the end of a run (Agg backend set first)
 
     keys = sorted({k for r in history for k in r if k.startswith("role/") and k.endswith("/reward")})
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -252,8 +243,9 @@ def run_flow_job(cfg: RunConfig) -> dict[str, Any]:
     envs = stages.build_envs(job)
     # the solver's decisions: the warm start's data, and (embedded planner) its tokenizer learns the flow's prompts
     demos, taught = demonstrations(job, envs, method)
-    texts = sorted({d.description for d in demos}) if cfg.planner.model == "embedded" else []
-    planner = stages.build_planner(job, envs, texts)
+    source = resolve_planner_source(cfg.planner.model)
+    texts = sorted({d.description for d in demos}) if source.kind is SourceKind.EMBEDDED else []
+    planner = stages.build_planner(job, envs, texts, source=source)
     if PlannerBackend(planner).use_chat_template:  # rendered otherwise than plain_describe: collect again
         demos, taught = demonstrations(job, envs, method, PlannerBackend(planner).describe)
     ids = held_out_ids(cfg, cfg.flow, envs.held_out)
@@ -267,7 +259,6 @@ def run_flow_job(cfg: RunConfig) -> dict[str, Any]:
         planner = stages.start_rltf_from_sft(job, planner, sft_dir, resumed=resumed)
     roles = None
     if cfg.flow.roles == "lora":  # on the warm-started planner: every role starts from it
-        from rltf.flows.training.roles import RoleAdapters
 
         roles = RoleAdapters.attach(planner, method)
         job.log(f"per-role LoRA adapters: {', '.join(roles.names)}")
@@ -283,8 +274,6 @@ def run_flow_job(cfg: RunConfig) -> dict[str, Any]:
 def read_flow_results(run_dir: Path, arm) -> dict[str, Any]:
     """``flow_results.json`` for :mod:`rltf.comparison.results` (an arm's ``reader``): the table's rows, each
     row's per-query final pass (what the bootstrap resamples) and the run's seconds."""
-    import json
-
     data = json.loads((Path(run_dir) / arm.results).read_text())
     passed = {name: {str(r["query"]): float(bool(r.get("final_pass"))) for r in recs}
               for name, recs in data["results"].items()}

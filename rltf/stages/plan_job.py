@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +33,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 import envs as env_factory
-from envs.atomic import atomic_dir
+from common.atomic import atomic_dir
 from rltf.evaluation import schemas as ev
 from rltf.evaluation.schemas import Env, Task
 from rltf.run.checkpoint import prepare_run_folder
@@ -43,12 +43,13 @@ from rltf.run.distributed import Sharding, shard_planner, sharding_for
 from rltf.planners.embedded import no_language_pretraining
 from rltf.planners.planner import Planner
 from rltf.planners.loading import load_planner, merges_sft_adapter, rltf_start_planner
+from rltf.planners.source import PlannerSource
 from rltf.config.sections import EVAL_SCHEMAS
 from rltf.rl.sft import supervised_finetune
 from rltf.planners.tokenizer import tokenizer_texts_for
 from rltf.run.tracking import Tracker, plot_rewards, read_json, write_json
 from rltf.rl.trainer import RLTFTrainer
-from rltf.rl.training_state import VALIDATION_SCORE, Selection
+from rltf.rl.training_state import VALIDATION_SCORE, Selection, Trainer
 from rltf.stages.evaluated_planner import PLANNER_ROW
 
 UNTRAINED = ("zero", "few")  # schemas of the planner before any training (prompted: ev.untrained_schema)
@@ -144,13 +145,15 @@ def few_shot_examples(cfg: RunConfig, envs: Envs) -> list[Task]:
 
 
 # ---------------------------------------------------------------------------------- planner
-def build_planner(run: Run, envs: Envs, extra_texts: Sequence[str] = ()) -> Planner:
-    """The configured planner (``cfg.planner``) on this process's device, sharded as launched. The
+def build_planner(run: Run, envs: Envs, extra_texts: Sequence[str] = (), *,
+                  source: PlannerSource | None = None) -> Planner:
+    """The configured planner (``cfg.planner``; ``source``: ``planner.model`` already resolved) on
+    this process's device, sharded as launched. The
     embedded planner is built and saved once, by the main process; its tokenizer learns the env's
     action space (OpenAGI: also the tools registered from outside, ``env.tools``; travel: the
     sandbox's entity names) and the train tasks' texts, plus ``extra_texts`` (a flow's prompts)."""
     with run.acc.main_process_first():
-        planner = load_planner(run.cfg.planner, tokenizer_texts_for(envs.train) + list(extra_texts))
+        planner = load_planner(run.cfg.planner, tokenizer_texts_for(envs.train) + list(extra_texts), source=source)
     _place(run, planner)
     return planner
 
@@ -217,20 +220,28 @@ def train_rltf(run: Run, planner: Planner, envs: Envs) -> list[dict]:
     ``<run_dir>/rltf/``; ``resume=true`` continues from the newest checkpoint. ``planner`` ends
     holding the weights ``rltf.select`` picks (:attr:`Run.selection` says which step). Returns the
     per-step history."""
-    cfg, acc = run.cfg, run.acc
-    tracker = Tracker(cfg.logging.report_to, run.run_dir, cfg.run_name, yaml.safe_load(config_to_yaml(cfg)),
-                      cfg.logging.wandb_project, enabled=acc.is_main_process)
-
     def validation_score(p: Planner) -> dict[str, float]:
         r = evaluate(run, ["rltf"], p, envs, envs.splits["validation"], log=False)["rltf"]
         return {VALIDATION_SCORE: r.overall}
 
-    trainer = RLTFTrainer(cfg, planner, envs.train, acc, tracker, validation_score, run.sharding)
+    return run_trainer(run, lambda tracker: RLTFTrainer(run.cfg, planner, envs.train, run.acc, tracker,
+                                                        validation_score, run.sharding))
+
+
+def run_trainer(run: Run, make_trainer: Callable[[Tracker], Trainer]) -> list[dict]:
+    """The RLTF stage of either trainer (:class:`rltf.rl.training_state.Trainer`: the flat plans' or a
+    flow's): ``make_trainer(tracker)`` builds it logging to ``cfg.logging.report_to``; ``resume=true``
+    continues from the newest checkpoint; it trains until ``rltf.steps`` and the run notes the
+    planner it handed on (:attr:`Run.selection`). Returns the per-step history."""
+    cfg, acc = run.cfg, run.acc
+    tracker = Tracker(cfg.logging.report_to, run.run_dir, cfg.run_name, yaml.safe_load(config_to_yaml(cfg)),
+                      cfg.logging.wandb_project, enabled=acc.is_main_process)
+    trainer = make_trainer(tracker)
     if cfg.resume and trainer.resume():
         run.log(f"resumed RLTF at step {trainer.step}")
     history = trainer.train()
     tracker.finish()
-    note_selection(run, trainer.state.selection, trainer.state.validation_rows())
+    note_selection(run, trainer.selection, trainer.state.validation_rows())
     return history
 
 

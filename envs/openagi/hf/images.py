@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image
+from skimage.color import lab2rgb, rgb2lab
 
 _EPS = 1e-4
 
@@ -66,8 +67,6 @@ def resize(img: np.ndarray, hw: tuple[int, int]) -> np.ndarray:
 
 def keep_luminance(source: np.ndarray, colored: np.ndarray) -> np.ndarray:
     """The source's CIE-Lab lightness with the colored image's a/b chroma (same shapes)."""
-    from skimage.color import lab2rgb, rgb2lab
-
     lab = rgb2lab(colored.astype(np.float64))
     lab[..., 0] = rgb2lab(source.astype(np.float64))[..., 0]
     with warnings.catch_warnings():  # out-of-gamut colours are clipped, as intended

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import transformers as tf
 
+from common.errors import UserError
 from envs.openagi.hf.models import (
     BFLOAT16,
     CAUSAL_LM,
@@ -51,11 +53,11 @@ GIB = 1024**3
 _TORCH_DTYPES = {FLOAT32: torch.float32, FLOAT16: torch.float16, BFLOAT16: torch.bfloat16}
 
 
-class MemoryBudgetError(RuntimeError):
+class MemoryBudgetError(UserError, RuntimeError):
     """A single model does not fit in the configured memory budget."""
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(UserError, RuntimeError):
     """A checkpoint could not be loaded (missing, offline, missing optional dependency)."""
 
 
@@ -245,8 +247,6 @@ _AUTO_CLASSES = {
 
 
 def _load_transformers(spec: ExpertModel, dtype: torch.dtype, local_files_only: bool) -> tuple[Any, Any]:
-    import transformers as tf
-
     mid, kw = spec.model_id, {"local_files_only": local_files_only}
     mkw = {**kw, "dtype": dtype}
     kind = spec.kind
@@ -284,7 +284,7 @@ def _load_diffusers(spec: ExpertModel, dtype: torch.dtype, local_files_only: boo
     if spec.kind not in (TEXT_TO_IMAGE, IMAGE_EDITING):
         raise ModelLoadError(f"{spec.name!r}: loader kind {spec.kind!r} is not a diffusers kind")
     try:
-        import diffusers
+        import diffusers  # optional: diffusers (the hf extra), only for diffusion experts
     except ImportError as e:
         raise ModelLoadError(
             f"tool {spec.name!r} runs {spec.model_id!r} with diffusers, which is not installed: "

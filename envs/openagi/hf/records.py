@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 from envs.openagi.hf.experts import normalise_label
 from envs.openagi.hf.sources import OPTIONAL_ROLES, ROLES, DataSource, open_source, raise_hub_error, source_seed
@@ -46,8 +47,6 @@ class Record:
 def prepare_image(image: Any, max_side: int) -> np.ndarray:
     """A PIL image (or array) as uint8 RGB, shrunk (area filter) so its longer side is at most
     ``max_side``, with even height and width so that x2 downsampling halves it exactly."""
-    from PIL import Image
-
     if max_side < 4:
         raise ValueError(f"max_image_side={max_side}; expected at least 4 pixels")
     if isinstance(image, np.ndarray):
@@ -226,7 +225,7 @@ def fetch_records(source: DataSource, n: int, seed: int, max_image_side: int = 2
     """``n`` usable records of ``source``: rows in a seeded random order, unusable rows (no
     object annotated, no answer, unlabeled) skipped. A source with fewer usable rows than ``n``
     repeats them in the same order (the tasks' degradations then still differ)."""
-    import datasets
+    import datasets  # heavy: datasets (~0.4 s), only when hub data is read
 
     if n < 1:
         raise ValueError(f"n_samples={n}: expected at least 1")
@@ -289,8 +288,7 @@ def add_german(records: Mapping[str, Sequence[Record]], translate: Callable[[lis
 
 def save_records(records: Sequence[Record], path: str | os.PathLike) -> Path:
     """Write records as an Arrow dataset (``save_to_disk``); images as lossless PNG."""
-    import datasets
-    from PIL import Image
+    import datasets  # heavy: datasets (~0.4 s), only when hub data is read
 
     cols: dict[str, list] = {"index": [r.index for r in records], "target": [r.target for r in records],
                              "target_de": [r.target_de for r in records]}
@@ -309,7 +307,7 @@ def save_records(records: Sequence[Record], path: str | os.PathLike) -> Path:
 
 
 def load_records(path: str | os.PathLike, source: str) -> list[Record]:
-    import datasets
+    import datasets  # heavy: datasets (~0.4 s), only when hub data is read
 
     ds = datasets.load_from_disk(str(path))
     out = []

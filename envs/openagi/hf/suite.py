@@ -36,13 +36,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
-from envs.atomic import atomic_dir
+from common.atomic import atomic_dir
 from envs.openagi.hf.models import BERTSCORE, CLIP_SCORE, VIT_SCORE
 from envs.openagi.hf.records import Record, add_german, fetch_records, save_records
 from envs.openagi.hf.sources import DataSource, needed_sources, resolve_sources
 from envs.openagi.registry import IMAGE, TEXT, ToolRegistry
+from envs.openagi.split import load_split
 from envs.openagi.suite import CLOZED, TaskSpec, task_specs
+from envs.openagi.task_data.images import degrade_image
+from envs.openagi.task_data.texts import cloze
 from envs.openagi.tasks import Sample, Task
 
 log = logging.getLogger(__name__)
@@ -96,9 +100,6 @@ def task_rng(seed: int, task_id: int) -> np.random.Generator:
 def task_samples(spec: TaskSpec, task_id: int, records: Sequence[Record], seed: int) -> list[tuple[tuple, Any]]:
     """(inputs, target) for each record: the task's degradations applied, the target in the
     task's language. Images come back float32 in [0, 1]."""
-    from envs.openagi.task_data.images import degrade_image
-    from envs.openagi.task_data.texts import cloze
-
     rng = task_rng(seed, task_id)
     degr = spec.degradations
 
@@ -147,7 +148,7 @@ class DiskSamples(Sequence[Sample]):
     """A task's samples read from its Arrow dataset, decoded (PNG -> float32) on access."""
 
     def __init__(self, path: str | os.PathLike):
-        import datasets
+        import datasets  # heavy: datasets (~0.4 s), only when hub data is read
 
         self.path = str(path)
         self._ds = datasets.load_from_disk(self.path)
@@ -193,13 +194,11 @@ def _decode(value: Any) -> Any:
 
 
 def _encode(value: Any, modality: str) -> Any:
-    from PIL import Image
-
     return Image.fromarray(_to_uint8(value)) if modality == IMAGE else value
 
 
 def save_task(path: Path, spec: TaskSpec, uids: Sequence[str], pairs: Sequence[tuple[tuple, Any]]) -> None:
-    import datasets
+    import datasets  # heavy: datasets (~0.4 s), only when hub data is read
 
     feats: dict[str, Any] = {"uid": datasets.Value("string")}
     cols: dict[str, list] = {"uid": list(uids)}
@@ -287,7 +286,7 @@ def build_full_suite(
 @contextlib.contextmanager
 def _quiet_datasets() -> Iterator[None]:
     """No "Saving the dataset" progress bar for each of the ~190 small writes of a build."""
-    from datasets.utils import logging as dlog
+    from datasets.utils import logging as dlog  # heavy: datasets (~0.4 s), only when hub data is read
 
     was = dlog.is_progress_bar_enabled()
     dlog.disable_progress_bar()
@@ -351,7 +350,5 @@ def load_full_suite(path: str | os.PathLike) -> tuple[Task, ...]:
 
 def split_tasks(tasks: Sequence[Task], suite: str = "full") -> dict[str, list[Task]]:
     """The persisted split (``envs/openagi/splits/<suite>.json``) applied to ``tasks``."""
-    from envs.openagi.split import load_split
-
     by_id = {t.id: t for t in tasks}
     return {part: [by_id[i] for i in ids] for part, ids in load_split(suite).items()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from envs.openagi.lite.image_experts import register_image_experts
+from envs.openagi.lite.text_experts import register_text_experts
 from envs.openagi.registry import ToolRegistry
 
 
@@ -12,9 +14,6 @@ def build_lite_registry(batched: bool = True) -> ToolRegistry:
     (same outputs, bit for bit: the reference ``benchmarks/reward_share.py`` times them against):
     the image restorers image by image, the classifier's ink maps image by image, Fill Mask's
     candidates one by one."""
-    from envs.openagi.lite.image_experts import register_image_experts
-    from envs.openagi.lite.text_experts import register_text_experts
-
     registry = ToolRegistry()
     register_image_experts(registry, batched=batched)
     register_text_experts(registry, batched=batched)

@@ -38,22 +38,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from envs.openagi.task_data.images import (
-    DEGRADATIONS,
-    degrade_image,
-    digit_images,
-    downsample,
-    photo_crops,
-    to_grayscale,
-)
 from envs.openagi.lite.image.classification import classifier_model, classify
 from envs.openagi.lite.image.colorization import colorize, colorizer_table
 from envs.openagi.lite.image.common import _check_images
 from envs.openagi.lite.image.deblurring import deblur, deblur_batch
 from envs.openagi.lite.image.denoising import denoise, denoise_batch
 from envs.openagi.lite.image.super_resolution import super_resolve
+from envs.openagi.metrics.image import image_similarity_batch
 from envs.openagi.registry import ToolRegistry
 from envs.openagi.suite import RESTORER
+from envs.openagi.task_data.images import (DEGRADATIONS, degrade_image, digit_images, downsample, photo_crops,
+                                           to_grayscale)
 from envs.openagi.tools import register_spec
 
 # ------------------------------------------------------------------------------------ registration
@@ -191,8 +186,6 @@ def _per_sample_ms(fn: Callable[[np.ndarray], object], xs: Sequence[np.ndarray])
 
 def report(n: int = 16, seed: int = 0, n_digits: int = 300, n_digit_plans: int = 100) -> None:
     """Print timings, colorizer and classifier quality, and the plan-choice tables."""
-    from envs.openagi.metrics.image import image_similarity_batch
-
     t = time.perf_counter()
     colorizer_table()
     classifier_model()

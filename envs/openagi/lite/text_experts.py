@@ -28,6 +28,7 @@ under their OpenAGI names and reports on them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from functools import partial
 
@@ -39,8 +40,10 @@ from envs.openagi.lite.text.ngram import language_model, trigger_model
 from envs.openagi.lite.text.qa import answer_questions
 from envs.openagi.lite.text.sentiment import _vader, sentiment
 from envs.openagi.lite.text.summarization import summarize
-from envs.openagi.task_data.texts import MASK
+from envs.openagi.metrics.text import semantic_similarity, summary_similarity, token_f1
 from envs.openagi.registry import ToolRegistry
+from envs.openagi.task_data import texts as td
+from envs.openagi.task_data.texts import MASK, cloze
 from envs.openagi.tools import register_spec
 
 # ------------------------------------------------------------------------------------ registration
@@ -67,8 +70,6 @@ def _masked_word(original: str, clozed: str) -> str:
 
 def fill_mask_top1(texts: Sequence[str], seed: int = 0) -> float:
     """Top-1 accuracy of Fill Mask on one cloze per text (case-insensitive word match)."""
-    from envs.openagi.task_data.texts import cloze
-
     rng = np.random.default_rng(seed)
     clozed = [cloze(t, rng) for t in texts]
     filled = fill_mask(clozed)
@@ -85,11 +86,6 @@ def report(n: int = 240, seed: int = 0, cloze_seeds: int = 5) -> None:
     """Print quality and timing figures on the TASK partition, and how plan choice changes them.
 
     Figures on clozed inputs are means over ``cloze_seeds`` independent clozes of every sample."""
-    import time
-
-    from envs.openagi.task_data import texts as td
-    from envs.openagi.metrics.text import semantic_similarity, summary_similarity, token_f1
-
     reviews = td.review_samples(n, seed)
     summaries = td.summary_samples(len(td.passages("task")), seed)
     qa = td.qa_samples(sum(len(p.questions) for p in td.passages("task")), seed)

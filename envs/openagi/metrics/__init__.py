@@ -15,36 +15,30 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from envs.openagi.metrics.text import exact_match, semantic_similarity, summary_similarity, token_f1
+
 BatchMetric = Callable[[Sequence[Any], Sequence[Any]], list[float]]
 
 
 def _image_similarity(preds, targets):
-    from envs.openagi.metrics.image import image_similarity_batch
+    from envs.openagi.metrics.image import image_similarity_batch  # heavy: scikit-image (~0.2 s)
 
     return image_similarity_batch(preds, targets)
 
 
 def _exact_match(preds, targets):
-    from envs.openagi.metrics.text import exact_match
-
     return [exact_match(p, t) for p, t in zip(preds, targets)]
 
 
 def _token_f1(preds, targets):
-    from envs.openagi.metrics.text import token_f1
-
     return [token_f1(p, t) for p, t in zip(preds, targets)]
 
 
 def _semantic_similarity(preds, targets):
-    from envs.openagi.metrics.text import semantic_similarity
-
     return semantic_similarity(list(preds), list(targets))
 
 
 def _summary_similarity(preds, targets):
-    from envs.openagi.metrics.text import summary_similarity
-
     return summary_similarity(list(preds), list(targets))
 
 

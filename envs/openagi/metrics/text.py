@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from common.minilm import minilm_dir
+
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _EMBED_CACHE_SIZE = 20_000
@@ -59,14 +61,13 @@ def token_f1(pred: Any, target: str) -> float:
 
 
 class _MiniLM:
-    """all-MiniLM-L6-v2 (:func:`envs.minilm.minilm_dir`), loaded once, offline, in float32."""
+    """all-MiniLM-L6-v2 (:func:`common.minilm.minilm_dir`), loaded once, offline, in float32."""
 
     def __init__(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        # heavy: torch + transformers (seconds), kept out of `import envs`; only when MiniLM scores
         import torch
-        from transformers import AutoModel, AutoTokenizer
-
-        from envs.minilm import minilm_dir
+        from transformers import AutoModel, AutoTokenizer  # heavy: as torch, the line above
 
         path = str(minilm_dir("the semantic-similarity metric"))
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -76,7 +77,7 @@ class _MiniLM:
 
     def embed(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """Unit-norm mean-pooled embeddings, one row per text (cached by text)."""
-        import torch
+        import torch  # heavy: kept out of `import envs` (loaded by __init__ above already)
 
         with self.lock:
             todo = list(dict.fromkeys(t for t in texts if t not in self.cache))

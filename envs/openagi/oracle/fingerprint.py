@@ -8,8 +8,8 @@ its samples, so its result is a pure function of
 * the plan limits searched;
 * the registry: every tool's name, modalities and implementation (its module and qualified name);
 * the code: every ``.py`` file of ``envs/openagi`` (experts, metrics, plans, executor, env) and
-  ``envs/minilm.py``, and the versions of the third-party packages those files import;
-* the MiniLM the text metrics load (:func:`envs.minilm.minilm_dir`: its path, file sizes and times).
+  ``common/minilm.py``, and the versions of the third-party packages those files import;
+* the MiniLM the text metrics load (:func:`common.minilm.minilm_dir`: its path, file sizes and times).
 
 A task is only keyed (:func:`oracle_key` returns None, and the oracle is searched every time) when
 all of that is known: every tool and the task's metric are implemented in this package (``envs.openagi``
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from common.minilm import minilm_dir
 from envs.openagi.metrics import get_metric
 from envs.openagi.plans import PlanLimits, format_plan
 from envs.openagi.tasks import Task
@@ -38,9 +39,9 @@ from envs.openagi.tasks import Task
 KEY_FORMAT = 1
 """Bumped when the key's contents or the stored entry's layout change."""
 
-_ENVS_DIR = Path(__file__).resolve().parents[2]  # envs/
-_CODE_DIRS = (_ENVS_DIR / "openagi",)
-_CODE_FILES = (_ENVS_DIR / "minilm.py",)
+_ROOT = Path(__file__).resolve().parents[3]  # the checkout: envs/, common/
+_CODE_DIRS = (_ROOT / "envs" / "openagi",)
+_CODE_FILES = (_ROOT / "common" / "minilm.py",)
 _TRUSTED_PREFIX = "envs.openagi."
 _UNTRUSTED_PREFIX = "envs.openagi.hf"
 
@@ -97,7 +98,7 @@ def code_fingerprint() -> str:
     imported: set[str] = set()
     for path in files:
         source = path.read_bytes()
-        _feed(h, (path.relative_to(_ENVS_DIR).as_posix(), source))
+        _feed(h, (path.relative_to(_ROOT).as_posix(), source))
         imported |= _top_level_imports(source)
     _feed(h, ("packages", _package_versions(imported)))
     _feed(h, ("minilm", _minilm_files()))
@@ -111,7 +112,7 @@ def _top_level_imports(source: bytes) -> set[str]:
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
-    return names - set(sys.stdlib_module_names) - {"envs", "constrained_decoding", "__future__"}
+    return names - set(sys.stdlib_module_names) - {"envs", "constrained_decoding", "common", "__future__"}
 
 
 def _package_versions(modules: set[str]) -> tuple:
@@ -129,8 +130,6 @@ def _package_versions(modules: set[str]) -> tuple:
 
 
 def _minilm_files() -> tuple:
-    from envs.minilm import minilm_dir
-
     try:
         root = minilm_dir("the oracle's text metrics")
     except (ImportError, FileNotFoundError) as exc:

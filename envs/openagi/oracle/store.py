@@ -5,7 +5,7 @@ so it is searched once per key (:mod:`envs.openagi.oracle.fingerprint`) and read
 later run, evaluation and comparison arm. Each file holds the entry, its key and a checksum; a
 file that does not parse, names another key or fails its checksum (truncated, overwritten with
 garbage) is searched again and rewritten, and the result is the one the search gives. Files are
-written atomically (:func:`envs.atomic.write_atomic`): concurrent runs searching the same task
+written atomically (:func:`common.atomic.write_atomic`): concurrent runs searching the same task
 write the same bytes, and a reader sees one whole file or none.
 
 ``RLTF_ORACLE_CACHE=0`` searches every time (nothing read or written).
@@ -21,8 +21,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from envs.atomic import write_atomic
-from envs.openagi.cache_dir import rltf_cache_dir
+from common.atomic import write_atomic
+from common.cache_dir import rltf_cache_dir
 
 logger = logging.getLogger(__name__)
 

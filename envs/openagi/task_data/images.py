@@ -19,6 +19,9 @@ from functools import lru_cache
 
 import cv2
 import numpy as np
+import skimage.data
+from matplotlib import cbook
+from sklearn.datasets import load_digits, load_sample_image
 
 DEGRADATIONS: tuple[str, ...] = ("low-resolutioned", "noisy", "blurry", "grayscale")
 """Degradation names, in the order the words appear in task descriptions (as in OpenAGI)."""
@@ -62,8 +65,6 @@ _MAX_TRIES = 60
 
 def _sk(name: str) -> Callable[[], np.ndarray]:
     def load() -> np.ndarray:
-        import skimage.data
-
         img = getattr(skimage.data, name)()
         if name == "stereo_motorcycle":
             img = img[0]  # left view; the right view is a near-duplicate, so it is not used
@@ -74,16 +75,12 @@ def _sk(name: str) -> Callable[[], np.ndarray]:
 
 def _sklearn_sample(filename: str) -> Callable[[], np.ndarray]:
     def load() -> np.ndarray:
-        from sklearn.datasets import load_sample_image
-
         return load_sample_image(filename)
 
     return load
 
 
 def _grace_hopper() -> np.ndarray:
-    from matplotlib import cbook
-
     path = cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
     img = cv2.imread(str(path), cv2.IMREAD_COLOR)
     if img is None:
@@ -173,8 +170,6 @@ def train_photo_crops(n: int, seed: int, size: int = 64) -> list[np.ndarray]:
 
 @lru_cache(maxsize=1)
 def _digits() -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.datasets import load_digits
-
     d = load_digits()
     images = (d.images / 16.0).astype(np.float32)
     images.setflags(write=False)

@@ -32,7 +32,7 @@ def verdicts(evaluator, sol: Solution, names: Sequence[str], values: dict[str, s
     values = sol.values if values is None else values
     days = sol.plan(values)
     complete = sol.complete(values)
-    return {n: (getattr(evaluator, n)(sol.cat.q, days) if complete or n != "complete_information"
+    return {n: (evaluator.judge(n, sol.cat.q, days) if complete or n != "complete_information"
                 else Verdict(None, "not judged yet: the solution is incomplete")) for n in dict.fromkeys(names)}
 
 

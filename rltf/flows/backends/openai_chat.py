@@ -62,8 +62,8 @@ class OpenAIBackend:
         """The ``openai.OpenAI`` client, created on first use (its own retries off)."""
         if self._client is None:
             try:
-                import httpx
-                import openai
+                import httpx  # optional: the openai backend's client
+                import openai  # optional: the openai backend's client
             except ImportError:
                 raise BackendError("the openai backend needs the openai package: pip install openai") from None
             key = os.environ.get(self.api_key_env)

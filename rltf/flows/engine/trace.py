@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envs.atomic import write_atomic
+from common.atomic import write_atomic
 from rltf.flows.backends.base import Message
 from rltf.run.tracking import DamagedFileError
 

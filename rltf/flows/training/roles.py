@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from rltf.flows.backends.planner import rescore
 from rltf.flows.training.teacher import decision_role
 
 __all__ = ["ROLES", "RoleAdapters", "RoleBackend"]
@@ -81,8 +82,6 @@ class RoleAdapters:
 
     def rescore(self, model, tokenizer, decisions: Sequence, *, through_forward: bool = False) -> torch.Tensor:
         """log π_c of each decision under its role's adapter, with gradients, in the given order."""
-        from rltf.flows.backends.planner import rescore
-
         parts: dict[str, list[int]] = {}
         for i, d in enumerate(decisions):
             parts.setdefault(self.role_of(d.node), []).append(i)
@@ -100,8 +99,9 @@ class RoleAdapters:
 
     def load(self, directory: str | Path) -> None:
         """Every role adapter's weights from a saved planner directory (PEFT's sub-folder per adapter)."""
+        # optional dependency: peft, needed only with flow.roles: lora
         from peft import set_peft_model_state_dict
-        from peft.utils import load_peft_weights
+        from peft.utils import load_peft_weights  # (optional, as above)
 
         d = Path(directory)
         for name in self.names:

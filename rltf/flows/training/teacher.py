@@ -20,10 +20,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rltf.flows.backends.base import BackendError, Choices, Completion, GrammarArg, Message, Sampling, check_messages, per_item
 from envs.travel.local_checks import FAMILIES
 from envs.travel.routes import Route
+from envs.travel.solver import TravelSolver
+from rltf.flows.agents.dispatch import run_method
 from rltf.flows.agents.travel_nodes import route_text, schedule_text
+from rltf.flows.backends.base import (
+    BackendError,
+    Choices,
+    Completion,
+    GrammarArg,
+    Message,
+    Sampling,
+    check_messages,
+    per_item,
+    render_plain,
+)
+from rltf.flows.engine.choice import choice_grammar
 
 __all__ = ["Demonstration", "SolverTeacher", "TeacherBackend", "collect_demonstrations", "decision_role",
            "plain_describe"]
@@ -51,8 +64,6 @@ def decision_role(method: str, node: str) -> str:
 def plain_describe(messages: Sequence[Message]) -> str:
     """What the planner backend without a chat template conditions on (its ``describe``): a lone
     user message is the text itself, several a ``role: content`` transcript."""
-    from rltf.flows.backends.base import render_plain
-
     if len(messages) == 1 and messages[0]["role"] == "user":
         return messages[0]["content"]
     return render_plain(messages, assistant_cue=False)
@@ -62,8 +73,6 @@ class SolverTeacher:
     """The solver's answer to any choice of a flow on one query (see the module docstring)."""
 
     def __init__(self, env, query):
-        from envs.travel.solver import TravelSolver
-
         q = env.get_query(query)
         res = TravelSolver(env.index).solve(q)
         if res is None:
@@ -142,8 +151,6 @@ class DemonstrationGrammars:
     """The ``env.grammar(tokenizer, task)`` view SFT uses: a demonstration's choice grammar."""
 
     def grammar(self, tokenizer, task: Demonstration):
-        from rltf.flows.engine.choice import choice_grammar
-
         return choice_grammar(tokenizer, task.options)
 
 
@@ -152,8 +159,6 @@ def collect_demonstrations(env, query_ids: Sequence[int], method: str, describe:
     """Run ``method``'s flow on every query with the solver teacher; every decision of every pass
     as a :class:`Demonstration`, and how the taught flow scores (``final_pass``, ``queries``: the
     share of queries whose taught pass passes every constraint, and how many were taught)."""
-    from rltf.flows.agents.dispatch import run_method
-
     demos: list[Demonstration] = []
     plans = []
     for i in query_ids:

@@ -12,8 +12,9 @@ One step, top to bottom (:meth:`FlowRLTFTrainer.train_step`), the same as
    what the uninterrupted one would have): each pass is a trajectory of decisions
    (:mod:`rltf.flows.training.trajectory`), its reward the evaluator's score of the delivered itinerary;
 3. log π_c(decision) recomputed teacher-forced WITH gradients for every decision of every
-   trajectory (:func:`rltf.flows.backends.planner.rescore`: the decoded rows, prompts and
-   temperature the sampler used); log π_c(trajectory) = Σ_decisions log π_c(decision). An
+   trajectory (:func:`rltf.flows.training.trajectory.decision_logprobs`: the decoded rows, prompts and
+   temperature the sampler used); log π_c(trajectory) = Σ_decisions log π_c(decision)
+   (:func:`~rltf.flows.training.trajectory.trajectory_logprobs`). An
    encoder-decoder planner reads each distinct prompt once per step: the sampler's encoder pass
    runs with gradients and 3 back-propagates through it (:meth:`FlowRLTFTrainer._encoder_memo`);
    a choice among one option is neither decoded (the backend answers it, log π_c = 0) nor scored;
@@ -22,25 +23,26 @@ One step, top to bottom (:meth:`FlowRLTFTrainer.train_step`), the same as
    passes of a query, entropy and KL on log π_c(trajectory)), then per decision
    (:func:`~rltf.flows.training.trajectory.decision_weights`: ``flow.credit`` global or local+global);
    loss = −Σ_decisions w·log π_c(decision) / trajectories;
-5. backward, average gradients over processes, clip, step (:func:`rltf.rl.steps.update`): once
+5. the update (:func:`rltf.rl.update.policy_update`, the flat trainer's too: units are decisions,
+   ``owner`` their trajectory): backward, average gradients over processes, clip, step: once
    (REINFORCE, ``rltf.update_epochs = minibatches = 1``), or ``update_epochs`` passes over the batch
    cut into ``minibatches`` of trajectories, one step per minibatch on the clipped ratio surrogate
-   loss = −Σ_decisions min(r·w, clip(r)·w) / trajectories (:func:`rltf.rl.objectives.clipped_surrogate`),
+   loss = −Σ_decisions min(r·w, clip(r)·w) / trajectories (:func:`rltf.algorithms.objectives.clipped_surrogate`),
    log π_c re-scored as in 3, log π_c,old the values of 3, r the trajectory's ratio or the
-   decision's (``rltf.ratio``: :func:`rltf.rl.objectives.decision_log_ratios`); the first minibatch
+   decision's (``rltf.ratio``: :data:`rltf.algorithms.objectives.RATIOS`); the first minibatch
    reuses the values of 3, so its r is exactly 1.
 
 ``flow.score_batch: N`` bounds the memory of 3 and 5 (every decision's activations held at once
 otherwise): log π_c of the decisions is computed without gradients, N decisions per forward, and
 the loss (a function of those values) is back-propagated N decisions at a time, each chunk re-scored
-with gradients (:func:`rltf.rl.steps.update_in_chunks`: the same gradient, one more forward per
+with gradients (:meth:`rltf.rl.update.Updater.apply_in_chunks`: the same gradient, one more forward per
 decision); the KL reference scores N at a time too.
 
 With ``flow.roles: lora`` every role decodes and is scored with its own LoRA adapter of one
 base model (:class:`rltf.flows.training.roles.RoleAdapters`); the loss sums over roles, so the adapters
 train together in one optimizer step. The optimizer, baseline, KL reference, loop, checkpoints,
-resume and the periodic validation are a :class:`rltf.rl.training_state.TrainingState`, as in the
-flat trainer: ``validate(planner)`` (the main job's: :func:`rltf.stages.flow_job.flow_validation`,
+resume and the periodic validation are a :class:`rltf.rl.training_state.TrainingState` run by the
+:class:`rltf.rl.training_state.Trainer` both trainers extend: ``validate(planner)`` (the main job's: :func:`rltf.stages.flow_job.flow_validation`,
 the flow with greedy decisions on validation queries) scores the planner at step 0 and every
 ``rltf.eval_every`` steps, and ``rltf.select: best_validation`` hands on the best step's weights
 (role adapters included).
@@ -55,24 +57,33 @@ import torch
 
 from constrained_decoding.encoder_memo import EncoderMemo
 from rltf.flows.backends.base import Sampling
-from rltf.flows.backends.planner import PlannerBackend, rescore
+from rltf.flows.backends.planner import PlannerBackend
 from rltf.flows.engine.batching import PassBatch
-from rltf.flows.training.trajectory import Trajectory, decision_weights, role_rewards, roll_out
-from rltf.rl.objectives import clipped_surrogate, decision_log_ratios
-from rltf.rl.steps import (StepBatch, clipped_passes, draw_step, gather, loss_weights, step_metrics, update,
-                            update_in_chunks)
-from rltf.rl.training_state import TrainingState
+from rltf.flows.training.trajectory import (
+    Trajectory,
+    decision_logprobs,
+    decision_owner,
+    decision_values,
+    decision_weights,
+    role_rewards,
+    roll_out,
+    trajectory_logprobs,
+)
+from rltf.rl.steps import StepBatch, draw_step, gather, loss_weights, step_metrics
+from rltf.rl.training_state import Selection, TrainingState
+from rltf.rl.update import policy_update
 
 
 class FlowRLTFTrainer:
     """The RLTF loop on a flow of the travel sandbox (``flow.methods[0]``; see the module docstring)."""
 
     def __init__(self, cfg, planner, env, accelerator, tracker=None, validate=None, sharding=None, roles=None):
-        self.cfg, self.rl, self.flow = cfg, cfg.rltf, cfg.flow
+        self.cfg, self.rl = cfg, cfg.rltf
         self.planner, self.model, self.env, self.acc = planner, planner.model, env, accelerator
         self.state = TrainingState(cfg, planner, accelerator, sharding, tracker, validate)
         self.train_ids = [t.id for t in env.tasks()]
-        self.method = cfg.flow.methods[0]
+        self.last_batch: StepBatch | None = None  # what the last step sampled and learned from
+        self.flow, self.method = cfg.flow, cfg.flow.methods[0]
         self.roles = roles  # RoleAdapters (flow.roles: lora) or None: one policy for every role
         self.backend = PlannerBackend(planner, sampling=Sampling(max_new_tokens=cfg.flow.backend.max_new_tokens,
                                                                  do_sample=True, temperature=self.rl.temperature),
@@ -84,13 +95,7 @@ class FlowRLTFTrainer:
             raise ValueError(f"flow.score_batch={self.score_batch} runs one backward per chunk of decisions, which "
                              f"{self.state.sharding.kind} sharding cannot (its processes must make the same calls); "
                              "set flow.score_batch=null")
-        self.last_batch: StepBatch | None = None
         self.last_trajectories: list[Trajectory] = []
-
-    @property
-    def step(self) -> int:
-        """Steps done (applied or skipped)."""
-        return self.state.step
 
     # ------------------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, float]:
@@ -109,28 +114,20 @@ class FlowRLTFTrainer:
             trajs = self._roll_outs(tasks, draw.sample_seed, memo)
         rewards = np.array([t.reward for t in trajs], dtype=np.float64)
         decisions = [d for t in trajs for d in t.decisions]
-        owner = torch.tensor([i for i, t in enumerate(trajs) for _ in t.decisions], dtype=torch.long)
 
-        # 3. log π_c of every decision, teacher-forced with gradients (flow.score_batch: values, a leaf
-        #    the loss is built on; its backward re-scores in chunks); a trajectory's is their sum
-        chunked = self.score_batch is not None and bool(decisions)
+        # 3. log π_c of every decision, teacher-forced with gradients (flow.score_batch: values; the
+        #    update re-scores them in chunks); a trajectory's is their sum
+        chunk = self.score_batch if decisions else None
+        score = self._scorer(decisions)
         with acc.autocast():
-            if chunked:
-                logp_dec = self._values(self.model, decisions).requires_grad_(True)
+            if chunk:
+                logp_dec = self._values(self.model, decisions)
             else:
-                logp_dec = (self._scored(self.model, decisions, memo) if decisions
-                            else torch.zeros(0, requires_grad=True))
+                logp_dec = score(range(len(decisions)), memo) if decisions else torch.zeros(0, requires_grad=True)
         del memo  # the weights change from here on
-        owner = owner.to(logp_dec.device)
-        logp_traj = torch.zeros(len(trajs), dtype=logp_dec.dtype, device=logp_dec.device).index_add(0, owner, logp_dec)
-        logp_d = logp_traj.detach().float().cpu()
-        kl = torch.zeros_like(logp_d)
-        if state.reference is not None and decisions:
-            with state.reference() as ref_model:
-                ref_dec = self._values(ref_model, decisions).float()
-            ref = torch.zeros(len(trajs), dtype=ref_dec.dtype, device=ref_dec.device).index_add(0, owner.to(ref_dec.device),
-                                                                                          ref_dec)
-            kl = logp_d - ref.cpu()
+        owner = decision_owner(trajs).to(logp_dec.device)
+        logp_d = trajectory_logprobs(logp_dec, owner, len(trajs)).detach().float().cpu()
+        kl = self._kl(logp_d, decisions, owner)
 
         # 4. weights: the trajectory's advantage (baseline over every process's trajectories) + credit
         ids = [t.task_id for t in trajs]
@@ -139,57 +136,29 @@ class FlowRLTFTrainer:
                                          _local_mean(trajs, acc))
         w = torch.as_tensor(w_dec, dtype=torch.float32, device=logp_dec.device)
 
-        # 5. update
-        passes: dict[str, float] = {}
-        rescored = self._rescorer(decisions)  # (flow.score_batch) a chunk's log π_c again, with gradients
-        if rl.update_epochs == 1 and rl.minibatches == 1:  # REINFORCE: one step on the batch
-            loss = -(w * logp_dec).sum() / max(1, len(trajs))
-            applied = (update_in_chunks(loss, logp_dec, range(len(decisions)), rescored, self.score_batch, state)
-                       if chunked else update(loss, state))
-        else:  # several steps on the batch: the clipped ratio surrogate against log π_c,old
-            old_dec = logp_dec.detach()
-            leaf: list = []  # (flow.score_batch) the minibatch's log π_c leaf and its decisions
-
-            def minibatch_surrogate(chosen, first):
-                rows = torch.nonzero(torch.isin(owner, torch.as_tensor(chosen, device=owner.device))).flatten()
-                if chunked:  # values (first: those of 3), a leaf for update_in_chunks
-                    if first:
-                        now = old_dec[rows].clone().requires_grad_(True)
-                    else:
-                        with acc.autocast():
-                            now = self._values(self.model, [decisions[i] for i in rows.tolist()]).requires_grad_(True)
-                    leaf[:] = [now, rows.tolist()]
-                elif first:  # no update yet: the values of 3
-                    now = logp_dec[rows]
-                else:  # re-scored with the weights as they are now
-                    with acc.autocast():
-                        now = self._scored(self.model, [decisions[i] for i in rows.tolist()])
-                log_ratio = decision_log_ratios(now, old_dec[rows], owner[rows], len(trajs), rl.ratio)
-                surrogate = clipped_surrogate(log_ratio, w[rows], rl.clip_eps)
-                return -surrogate.objective.sum() / len(chosen), surrogate
-
-            def chunked_update(loss, st):
-                return update_in_chunks(loss, leaf[0], leaf[1], rescored, self.score_batch, st)
-
-            applied, passes, loss = clipped_passes(len(trajs), rl, self.cfg.seed, state, minibatch_surrogate,
-                                                   chunked_update if chunked else None)
+        # 5. update: REINFORCE or the clipped epochs, per decision, whole or in chunks
+        applied = policy_update(logp_dec, w, len(trajs), score, rl, state.updater, seed=self.cfg.seed,
+                                step=state.step, owner=owner, chunk=chunk)
         state.step += 1  # the step is done, applied or skipped
         self.last_trajectories = trajs
         self.last_batch = StepBatch(ids, [t.plan_text for t in trajs], rewards, weights.shaped,
                                     [t.description for t in tasks for _ in range(rl.k_samples)])
 
-        row = step_metrics(weights, loss, logp_d, kl, torch.tensor([t.logprob for t in trajs], dtype=torch.float64),
-                           [(t.task_id, t.plan_text) for t in trajs], applied, state.scheduler.get_last_lr()[0],
-                           started, acc.num_processes)
-        row.update({
-            "train/final_pass": float(gather(acc, np.array([t.final_pass for t in trajs], np.float64)).mean()),
-            "train/decisions": len(decisions) / max(1, len(trajs)),
+        sampled = torch.tensor([t.logprob for t in trajs], dtype=torch.float64)  # the sampler's log π_c
+        row = step_metrics(weights, applied.loss, logp_d, kl, sampled, [(t.task_id, t.plan_text) for t in trajs],
+                           applied.update, state.scheduler.get_last_lr()[0], started, acc.num_processes)
+        return {**row, **self._flow_metrics(trajs, credit), **applied.passes,
+                **{f"role/{r}/reward": v for r, v in role_rewards(trajs, self.flow.credit).items()}}
+
+    def _flow_metrics(self, trajs: list[Trajectory], credit) -> dict[str, float]:
+        """The flow's share of a step's row: final pass rate (every process's), decisions per
+        trajectory, the local credit's baseline, the passes that crashed."""
+        return {
+            "train/final_pass": float(gather(self.acc, np.array([t.final_pass for t in trajs], np.float64)).mean()),
+            "train/decisions": sum(len(t.decisions) for t in trajs) / max(1, len(trajs)),
             "train/local": credit.local_mean,
             "train/flow_errors": float(sum(t.error is not None and not t.decisions for t in trajs)),
-            **passes,
-        })
-        row.update({f"role/{r}/reward": v for r, v in role_rewards(trajs, self.flow.credit).items()})
-        return row
+        }
 
     def _encoder_memo(self) -> EncoderMemo | None:
         """A memo of the step's encoder passes (:class:`~constrained_decoding.encoder_memo.EncoderMemo`):
@@ -221,43 +190,42 @@ class FlowRLTFTrainer:
         finally:
             self.backend.encoder_memo = None
 
-    def _scored(self, model, decisions, memo: EncoderMemo | None = None) -> torch.Tensor:
-        """log π_c of every decision under ``model`` now (per role's adapter with ``roles: lora``).
-        A choice with one option has log π_c = 0 whatever the weights: it is not run through the
-        model (under FSDP every decision is, so that every process makes the same forward calls).
-        ``memo``: the encoder states the sampler read the prompts with (see :meth:`_encoder_memo`)."""
-        sharded = self.state.sharding.sharded
-        forced = [not sharded and _forced(d) for d in decisions]
-        live = [d for d, f in zip(decisions, forced) if not f]
-        if not live:
-            return torch.zeros(len(decisions), device=self.acc.device, requires_grad=True)
-        if self.roles is None:
-            lp = rescore(model, self.planner.tokenizer, [d.completion for d in live], through_forward=sharded,
-                         encoder_memo=memo)
-        else:
-            lp = self.roles.rescore(model, self.planner.tokenizer, live, through_forward=sharded)
-        if not any(forced):
-            return lp
-        idx = torch.tensor([i for i, f in enumerate(forced) if not f], device=lp.device)
-        return torch.zeros(len(decisions), dtype=lp.dtype, device=lp.device).index_put((idx,), lp)
+    def _scorer(self, decisions):
+        """``(rows, memo=None) -> log π_c`` of those decisions under the trained model now, with
+        gradients (:func:`~rltf.flows.training.trajectory.decision_logprobs`; ``memo``: the encoder
+        states the sampler read the prompts with, see :meth:`_encoder_memo`)."""
+        def scored(rows, memo: EncoderMemo | None = None) -> torch.Tensor:
+            with self.acc.autocast():
+                return decision_logprobs(self.model, self.planner.tokenizer, [decisions[i] for i in rows],
+                                         sharded=self.state.sharding.sharded, roles=self.roles, encoder_memo=memo,
+                                         device=self.acc.device)
+        return scored
 
     def _values(self, model, decisions) -> torch.Tensor:
-        """log π_c of ``decisions`` under ``model`` without gradients, ``flow.score_batch`` per forward
-        (null: all in one)."""
-        size = self.score_batch or max(1, len(decisions))
-        with torch.no_grad():
-            parts = [self._scored(model, decisions[lo : lo + size]) for lo in range(0, len(decisions), size)]
-        return torch.cat(parts) if parts else torch.zeros(0, device=self.acc.device)
+        """log π_c of ``decisions`` under ``model`` without gradients, ``flow.score_batch`` per forward."""
+        return decision_values(model, self.planner.tokenizer, decisions, self.score_batch,
+                               sharded=self.state.sharding.sharded, roles=self.roles, device=self.acc.device)
 
-    def _rescorer(self, decisions):
-        """``rows -> log π_c`` of those decisions under the trained model now, with gradients (the
-        chunks of :func:`rltf.rl.steps.update_in_chunks`)."""
-        def rescored(rows: list[int]) -> torch.Tensor:
-            with self.acc.autocast():
-                return self._scored(self.model, [decisions[i] for i in rows])
-        return rescored
+    def _kl(self, logp: torch.Tensor, decisions, owner: torch.Tensor) -> torch.Tensor:
+        """log π_c(trajectory) − log π_ref(trajectory) (``logp`` detached, on the CPU); zeros without a
+        KL reference. The reference scores ``flow.score_batch`` decisions at a time too."""
+        if self.state.reference is None or not decisions:
+            return torch.zeros_like(logp)
+        with self.state.reference() as ref_model:
+            ref_dec = self._values(ref_model, decisions).float()
+        return logp - trajectory_logprobs(ref_dec, owner, len(logp)).cpu()
 
     # ------------------------------------------------------------------------ loop, checkpoints
+    @property
+    def step(self) -> int:
+        """Steps done (applied or skipped)."""
+        return self.state.step
+
+    @property
+    def selection(self) -> Selection | None:
+        """The planner :meth:`train` handed on (``rltf.select``), None before."""
+        return self.state.selection
+
     def train(self) -> list[dict]:
         """Steps until ``rltf.steps``, logged, validated and checkpointed, then the selected planner
         (``rltf.select``; without ``validate`` or with ``rltf.eval_every=0``, the last), its role
@@ -285,9 +253,3 @@ def _local_mean(trajs: list[Trajectory], accelerator) -> float | None:
         return float(np.mean(local)) if local else None
     tot = gather(accelerator, np.array([sum(local), len(local)], dtype=np.float64)).reshape(-1, 2).sum(0)
     return float(tot[0] / tot[1]) if tot[1] else None
-
-
-def _forced(decision) -> bool:
-    """A choice among one option (log π_c = 0 exactly)."""
-    options = getattr(decision.completion.decoded.grammar, "options", None)
-    return options is not None and len(options) == 1

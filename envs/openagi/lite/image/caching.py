@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from envs.atomic import write_atomic
-from envs.openagi.cache_dir import rltf_cache_dir
+from common.atomic import write_atomic
+from common.cache_dir import rltf_cache_dir
 
 
 def _config_key(config: dict) -> str:

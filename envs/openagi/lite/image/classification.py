@@ -10,9 +10,10 @@ from functools import lru_cache
 
 import cv2
 import numpy as np
+from sklearn.svm import SVC
 
-from envs.openagi.task_data.images import DIGIT_WORDS, train_digit_images
 from envs.openagi.lite.image.caching import _cached
+from envs.openagi.task_data.images import DIGIT_WORDS, train_digit_images
 
 INK_SIZE = 8
 """The classifier's input size: any image is resized to INK_SIZE x INK_SIZE first."""
@@ -87,8 +88,6 @@ def train_classifier(config: dict = _CLASSIFIER_CONFIG) -> dict[str, np.ndarray]
     Returns the fitted model as plain arrays (support vectors, dual coefficients, intercepts),
     which :func:`svm_predict` evaluates without sklearn or pickle.
     """
-    from sklearn.svm import SVC
-
     rng = np.random.default_rng(config["seed"])
     s = config["max_shift"]
     images, labels = [], []

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pywt
+from skimage.restoration import denoise_wavelet
 
 from envs.openagi.lite.image.common import _rgb, _ycbcr, shape_groups
 
@@ -19,8 +21,6 @@ _WAVELET = "db1"
 
 def noise_sigma(channel: np.ndarray) -> float:
     """Robust noise estimate (Donoho's MAD of the finest diagonal Haar band); 0 if flat."""
-    import pywt
-
     _, (_, _, hh) = pywt.dwt2(channel, "db1")
     hh = np.abs(hh[hh != 0])
     return float(np.median(hh) / 0.6745) if hh.size else 0.0
@@ -28,8 +28,6 @@ def noise_sigma(channel: np.ndarray) -> float:
 
 def denoise(img: np.ndarray) -> np.ndarray:
     """Wavelet BayesShrink on Y, Cb and Cr, each with its own estimated noise level."""
-    from skimage.restoration import denoise_wavelet
-
     chans = list(_ycbcr(img))
     for i, c in enumerate(chans):
         sigma = noise_sigma(c)
@@ -56,8 +54,6 @@ def _mad_sigmas(hh: np.ndarray) -> list[float]:
 def _bayes_shrink(coeffs: list, sigmas: list[float], shape: tuple[int, int], dtype) -> np.ndarray:
     """skimage's BayesShrink soft thresholding (``_wavelet_threshold``) of a stack's decomposition
     ``coeffs``, each channel with its own noise level, then the inverse transform."""
-    import pywt
-
     var = [s**2 for s in sigmas]
     eps = np.finfo(dtype).eps
     shrunk = [coeffs[0]]
@@ -75,8 +71,6 @@ def _bayes_shrink(coeffs: list, sigmas: list[float], shape: tuple[int, int], dty
 def denoise_batch(images: Sequence[np.ndarray]) -> list[np.ndarray]:
     """:func:`denoise` of each image: Y, Cb and Cr of all same-sized images in one stack, decomposed
     once (the finest diagonal band of that decomposition gives each channel's noise level)."""
-    import pywt
-
     out: list[np.ndarray] = [None] * len(images)  # type: ignore[list-item]
     for shape, idx in shape_groups(images).items():
         h, w = shape[:2]

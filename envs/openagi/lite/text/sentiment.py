@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
+from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
 from envs.openagi.lite.text.common import _check_texts
 
 SENTIMENT_THRESHOLD = 0.05
@@ -12,8 +14,6 @@ SENTIMENT_THRESHOLD = 0.05
 
 @lru_cache(maxsize=1)
 def _vader():
-    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
     return SentimentIntensityAnalyzer()
 
 

