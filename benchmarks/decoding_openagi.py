@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import torch
 
-from benchmarks.decoding_common import (LIMITS, constrained_search, generate_args, measure, mode_title,
-                                        openagi_setup, plan_languages, print_times)
+from benchmarks.decoding_common import (
+    LIMITS,
+    constrained_search,
+    generate_args,
+    measure,
+    mode_title,
+    openagi_setup,
+    plan_languages,
+    print_times,
+)
 from constrained_decoding.dfa import build_dfa
 from constrained_decoding.rows import special_ids
 from envs.openagi.grammar import plan_grammars

@@ -13,8 +13,15 @@ from collections.abc import Callable
 
 import torch
 
-from benchmarks.decoding_common import (LIMITS, TASKS, constrained_search, count_passes, generate_args, measure,
-                                        mode_title)
+from benchmarks.decoding_common import (
+    LIMITS,
+    TASKS,
+    constrained_search,
+    count_passes,
+    generate_args,
+    measure,
+    mode_title,
+)
 from envs.openagi.grammar import build_grammar, plan_grammars
 from envs.openagi.tools import signature_registry
 from envs.travel.env import TravelPlannerEnv

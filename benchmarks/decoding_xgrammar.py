@@ -13,8 +13,16 @@ from importlib.metadata import version
 import torch
 from transformers import LogitsProcessorList
 
-from benchmarks.decoding_common import (LIMITS, constrained_search, generate_args, measure, mode_title, openagi_setup,
-                                        plan_languages, print_times)
+from benchmarks.decoding_common import (
+    LIMITS,
+    constrained_search,
+    generate_args,
+    measure,
+    mode_title,
+    openagi_setup,
+    plan_languages,
+    print_times,
+)
 from constrained_decoding.rows import special_ids
 from envs.openagi.grammar import plan_grammars
 

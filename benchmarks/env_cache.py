@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> None:
             rewards = [r.reward for r in env.reward_plans(pairs)]
         timings[name] = time.perf_counter() - t0
         stats = env.cache_stats()
-        extra = f", hit rate {stats.hit_rate:.1%}, {stats.entries} entries, {stats.bytes / 2**20:.1f} MiB" if stats else ""
+        extra = (f", hit rate {stats.hit_rate:.1%}, {stats.entries} entries, {stats.bytes / 2**20:.1f} MiB"
+                 if stats else "")
         print(f"{name:9s} {timings[name]:8.2f}s  {len(pairs) * args.repeats / timings[name]:8.1f} plans/s  "
               f"{env.executor.tool_calls} batched expert calls{extra}  mean reward {sum(rewards) / len(rewards):.4f}")
     print(f"cache speedup: {timings['uncached'] / timings['cached']:.1f}x")

@@ -90,7 +90,8 @@ def travel_section(n_queries: int, k: int, repeats: int = 3) -> list[float]:
     model, tok = build_embedded(travel_tokenizer_texts(env))
     print(f"\ntravel flat step: {n_queries} queries x {k} plans, embedded planner "
           f"({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params, vocab {len(tok)}), CPU seconds:")
-    print(f"  {'days':>4} {'tokens/plan':>11} {'cold step':>10} {'(grammars)':>11} {'reused step':>12} {'cold/reused':>12}")
+    print(f"  {'days':>4} {'tokens/plan':>11} {'cold step':>10} {'(grammars)':>11} "
+          f"{'reused step':>12} {'cold/reused':>12}")
 
     phases: dict[str, float] = {}
     timers = PhaseTimers(model, phases)

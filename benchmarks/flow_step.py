@@ -17,7 +17,8 @@ The timed steps and each evaluation start with no query's tables (:mod:`envs.tra
 the passes of a query share its searches and route options within a step, and a path never reads
 the tables the other filled (the tables are kept per env, and each path has its own).
 
-    OMP_NUM_THREADS=1 python benchmarks/flow_step.py [--steps 4] [--warmup 1] [--queries 72] [--eval-repeats 2] [--batch-size 72]
+    OMP_NUM_THREADS=1 python benchmarks/flow_step.py [--steps 4] [--warmup 1] [--queries 72]
+        [--eval-repeats 2] [--batch-size 72]
 
 Last two lines: ``MTP RL step CPU one-at-a-time/batched: <ratio>`` and
 ``flow evaluation CPU one-at-a-time/batched: <ratio>``.
@@ -159,7 +160,8 @@ def main() -> None:
     print(f"MTP RL step CPU one-at-a-time/batched: {sum(step_cpu['one-at-a-time']) / sum(step_cpu['batched']):.2f} "
           f"(median of pairs {_median(step_pairs):.2f})")
     print(f"flow evaluation CPU one-at-a-time/batched: "
-          f"{sum(eval_cpu['one-at-a-time']) / sum(eval_cpu['batched']):.2f} (median of pairs {_median(eval_pairs):.2f})")
+          f"{sum(eval_cpu['one-at-a-time']) / sum(eval_cpu['batched']):.2f} "
+          f"(median of pairs {_median(eval_pairs):.2f})")
 
 
 if __name__ == "__main__":

@@ -73,7 +73,8 @@ def collect(checkpoints: Path, out: Path) -> dict:
         cells = [f"{r[c]:.4f}" if c not in ("tokens/query", "nodes/query", "decisions/query", "seconds/query")
                  else f"{r[c]:.1f}" for c in COLUMNS]
         cpu = r["cpu seconds (run)"]
-        lines.append(f"| {r['method']} | {r['backend']} | " + " | ".join(cells) + f" | {'-' if cpu is None else f'{cpu:.0f}'} |")
+        lines.append(f"| {r['method']} | {r['backend']} | " + " | ".join(cells)
+                     + f" | {'-' if cpu is None else f'{cpu:.0f}'} |")
     summary = {"rows": rows, "queries": queries, "same_queries": same, "missing": missing}
     (out / "table.md").write_text("\n".join(lines) + "\n")
     (out / "table.json").write_text(json.dumps(summary, indent=2) + "\n")

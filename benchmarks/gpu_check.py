@@ -140,7 +140,8 @@ def headline(entry: dict) -> tuple[str, str]:
     if entry["status"] != "ok":
         return step, entry.get("reason") or entry.get("error", "")
     if "train" in d and "final_pass_last" in d["train"]:
-        return step, (f"reward {d['train']['reward_last']:.3f}, final pass {d['evaluation'].get('finetuned_final_pass', 0):.3f}"
+        return step, (f"reward {d['train']['reward_last']:.3f}, "
+                      f"final pass {d['evaluation'].get('finetuned_final_pass', 0):.3f}"
                       f" -> {d['evaluation'].get('rltf_final_pass', 0):.3f}")
     if "train" in d and "reward_last" in d["train"]:
         return step, f"reward {d['train']['reward_last']:.3f}, eval {d['evaluation']['overall']:.3f}"

@@ -140,7 +140,10 @@ class Check:
 
             from rltf.planners.embedded import causal_tokenizer  # per phase: an import error fails this phase only
             from rltf.planners.hf_models import DTYPES  # per phase: an import error fails this phase only
-            from rltf.planners.tokenizer import default_tokenizer_texts, train_plan_tokenizer  # per phase: an import error fails this phase only
+            from rltf.planners.tokenizer import (  # per phase: an import error fails this phase only
+                default_tokenizer_texts,
+                train_plan_tokenizer,
+            )
 
             tokenizer = causal_tokenizer(train_plan_tokenizer(default_tokenizer_texts()))
             shape = dict(TINY_SHAPE if self.args.tiny else SMOLLM2_135M)

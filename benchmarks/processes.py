@@ -3,8 +3,8 @@
 Each launch is the README's CPU launch of the main job, ``ACCELERATE_USE_CPU=true torchrun
 --standalone --nproc_per_node N train/rltf.py``, with ``OMP_NUM_THREADS=1`` (one thread per process),
 on a short default job (``configs/default.yaml`` with ``rltf.steps=--steps`` and ``rltf.eval_every=0``;
-every stage but fine-tuning, see below: zero/few-shot, RLTF, held-out evaluation). Every process runs this file's ``--worker`` mode, which is
-``train/rltf.py``'s ``main`` with the RLTF stage timed (wall time between barriers, and each
+every stage but fine-tuning, see below: zero/few-shot, RLTF, held-out evaluation). Every process runs this file's
+``--worker`` mode, which is ``train/rltf.py``'s ``main`` with the RLTF stage timed (wall time between barriers, and each
 process's own CPU time, ``time.process_time``) and each process's CPU time for the whole job.
 
 Printed per launch and as 2-process / 1-process ratios:

@@ -126,7 +126,8 @@ def report(args, out: dict) -> dict:
     old, new = out["median"][False], out["median"][True]
     toks = out["prompt_tokens"]
     print(f"{args.planner} + LoRA, {out['tasks']} tasks x {args.k} plans = {out['plans']} sampled plans "
-          f"({out['rows']} decoder rows, {out['distinct_rows']} distinct), {args.prompt} prompts of {min(toks)}-{max(toks)} tokens; "
+          f"({out['rows']} decoder rows, {out['distinct_rows']} distinct), "
+          f"{args.prompt} prompts of {min(toks)}-{max(toks)} tokens; "
           f"{args.threads} torch thread(s); "
           f"CPU seconds per plan, median of {args.repeats} after {args.warmup} warm-up")
     print(f"largest |log-prob difference| between the two paths: {out['max_abs_logprob_diff']:.2e}")

@@ -22,11 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rltf.stages import plan_job as stages  # noqa: E402
-from rltf.run.cli import run_cli  # noqa: E402
 from rltf.config.loading import load_config  # noqa: E402
 from rltf.evaluation.rewordings import evaluate_rewordings  # noqa: E402
+from rltf.run.cli import run_cli  # noqa: E402
 from rltf.run.tracking import write_json  # noqa: E402
+from rltf.stages import plan_job as stages  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:

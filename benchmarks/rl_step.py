@@ -290,7 +290,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sft-epochs", type=int, default=20)
     ap.add_argument("--planner", choices=("embedded", "smollm2"), default="embedded",
                     help="embedded: one rltf step against one TRL GRPO step; smollm2: CPU seconds per plan on "
-                         "SmolLM2-135M-Instruct with each prompt read once vs once per row (benchmarks/prompt_sharing.py)")
+                         "SmolLM2-135M-Instruct with each prompt read once vs once per row "
+                         "(benchmarks/prompt_sharing.py)")
     sharing.add_arguments(ap)
     args = ap.parse_args(argv)
     if args.planner == "smollm2":

@@ -129,7 +129,8 @@ def main() -> None:
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as tmp:
-        result = {"baselines": baseline_cases(), "flat": cases(Path(tmp) / "flat", "flat", FLAT, FLAT_CASES, RLTFTrainer, True),
+        result = {"baselines": baseline_cases(),
+                  "flat": cases(Path(tmp) / "flat", "flat", FLAT, FLAT_CASES, RLTFTrainer, True),
                   "flow": cases(Path(tmp) / "flow", "flow", FLOW, FLOW_CASES, FlowRLTFTrainer, False)}
     print(json.dumps(result, indent=1, sort_keys=True))
 

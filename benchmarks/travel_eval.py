@@ -18,11 +18,11 @@ import time
 
 import numpy as np
 
-from envs.travel.simple_planners import PERTURBATIONS, greedy_plan, perturb, random_plan
 from envs.travel.evaluator import TravelEvaluator
 from envs.travel.plans import format_plan
 from envs.travel.queries import default_queries
 from envs.travel.row_by_row_eval import RowByRowEvaluator
+from envs.travel.simple_planners import PERTURBATIONS, greedy_plan, perturb, random_plan
 from envs.travel.solver import TravelSolver
 
 

@@ -35,7 +35,7 @@ our plan language with our planners, and this module does them:
 The allowed token sequences are *not* exactly ours: XGrammar allows every tokenisation of a plan
 string (WordPiece ``im ##age`` as well as ``image``), ours only the canonical one (what teacher
 forcing scores). Both accept exactly the same plan strings, and XGrammar's set contains ours
-(``tests/test_xgrammar_peer.py`` checks both).
+(``tests/constrained_decoding/test_xgrammar_peer.py`` checks both).
 """
 
 from __future__ import annotations

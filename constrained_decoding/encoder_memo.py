@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 __all__ = ["EncoderMemo"]
 

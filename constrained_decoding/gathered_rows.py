@@ -12,7 +12,7 @@ gradient per call.
 The numbers do not change: the forward reads the same values, and a row's gradient sums the same
 terms in the same order (a lookup's backward adds its positions in order, the reads' gradients
 are summed in the order autograd meets them, and the one scatter back adds each row to zero), so
-the gradients are bit for bit those of reading the whole matrix (``tests/test_gathered_rows.py``).
+the gradients are bit for bit those of reading the whole matrix (``tests/constrained_decoding/test_gathered_rows.py``).
 
 Used only where that holds: an encoder-decoder planner whose decoder input embedding is a plain
 ``nn.Embedding`` (no ``max_norm``, no ``scale_grad_by_freq``, dense) sharing its trained weight

@@ -55,7 +55,8 @@ class OutputHead:
 
     def allowed_logits(self, feats: torch.Tensor, tables: StateTables, state: torch.Tensor,
                        rows: GatheredRows | None = None) -> torch.Tensor:
-        """Logits (float32) ``[..., D]`` of the tokens grammar states ``state[...]`` allow, from features ``feats[..., F]``.
+        """Logits (float32) ``[..., D]`` of the tokens grammar states ``state[...]`` allow, from features
+        ``feats[..., F]``.
 
         Restricted heads multiply the features by the output rows of ``tables.vocab`` only (the
         few hundred ids the grammars can emit), then gather each state's slots; ``rows``: those

@@ -30,7 +30,8 @@ def stack_left_padded(a: torch.Tensor, b: torch.Tensor, length: int, dim: int) -
 
 
 def left_pad_rows(parts: Sequence[torch.Tensor], length: int, dim: int) -> torch.Tensor:
-    """Stack ``parts`` (one row each, no batch dim) into ``[n, ...]``, each right-aligned to ``length`` along ``dim``."""
+    """Stack ``parts`` (one row each, no batch dim) into ``[n, ...]``, each right-aligned to ``length`` along
+    ``dim``."""
     shape = list(parts[0].shape)
     shape[dim] = length
     out = parts[0].new_zeros([len(parts), *shape])

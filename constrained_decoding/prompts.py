@@ -135,11 +135,12 @@ def _token_ids(tokenizer, texts: list[str], add_special_tokens: bool) -> list[li
     with ``verbose=False``: the tokenizer's "longer than the maximum" notice would be wrong here, since
     the caller cuts the ids to the limit and says so itself. The
     memo (of uncut ids: the length limit applies after it) starts afresh when the tokenizer's
-    vocabulary size, special tokens or BOS / EOS settings change; a tokenizer changed in another way (its normalizer, say) needs :func:`forget_ids`."""
+    vocabulary size, special tokens or BOS / EOS settings change; a tokenizer changed in another way (its normalizer,
+    say) needs :func:`forget_ids`."""
     if not texts:
         return []
-    settings = (len(tokenizer), tuple(getattr(tokenizer, "all_special_ids", ())), getattr(tokenizer, "add_bos_token", None),
-                getattr(tokenizer, "add_eos_token", None))
+    settings = (len(tokenizer), tuple(getattr(tokenizer, "all_special_ids", ())),
+                getattr(tokenizer, "add_bos_token", None), getattr(tokenizer, "add_eos_token", None))
     try:
         held = _IDS.get(tokenizer)
     except TypeError:  # a tokenizer that cannot be weakly referenced: no memo

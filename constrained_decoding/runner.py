@@ -140,7 +140,8 @@ class PlannerRunner:
     # ------------------------------------------------------------------------- decoding with cache
 
     def start(self, prompt_idx: torch.Tensor, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
-        """Open rows (a new batch): row ``r`` reads prompt ``prompt_idx[r]`` then ``prefixes[r]``; features of the next token."""
+        """Open rows (a new batch): row ``r`` reads prompt ``prompt_idx[r]`` then ``prefixes[r]``; features of the next
+        token."""
         prompt_idx = prompt_idx.to(self.device)
         if self.encoder_decoder:
             ids, mask = _pad([[self.decoder_start, *p] for p in prefixes], self.pad_id, True, self.device)

@@ -175,7 +175,8 @@ class Waiting:
 
 def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int], starts: Sequence[RowStart],
                 temperature: float, generator: torch.Generator | None, spawn: SampleSpawn | None = None,
-                *, reuse_cache: bool = True, draws: RowDraws | None = None) -> tuple[list[tuple[int, ...]], list[float]]:
+                *, reuse_cache: bool = True,
+                draws: RowDraws | None = None) -> tuple[list[tuple[int, ...]], list[float]]:
     """One sample per row from the constrained distribution: token ids and log-probabilities.
 
     Every step's choices are one ``torch.multinomial`` over the batch with ``generator``, or, with

@@ -10,7 +10,6 @@ action scores 0 without raising, and the optional features answer in their decla
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -67,7 +66,8 @@ def check_rltf_env(env: Any, tokenizer: Any, n_tasks: int = 2) -> None:
     """Raise :class:`EnvCheckError` where ``env`` breaks :class:`envs.protocol.RLTFEnv`, checked on its
     first ``n_tasks`` tasks that have a reference plan; ``tokenizer`` builds their grammars (one
     that can write the env's plans: e.g. an embedded planner's, trained on ``env.tokenizer_texts()``)."""
-    _require(not _missing(env, RLTFEnv), f"{type(env).__name__} lacks {_missing(env, RLTFEnv)} of envs.protocol.RLTFEnv")
+    _require(not _missing(env, RLTFEnv),
+             f"{type(env).__name__} lacks {_missing(env, RLTFEnv)} of envs.protocol.RLTFEnv")
     for attr in ("headline", "oracle_name"):
         _require(isinstance(getattr(env, attr), str), f"env.{attr} {getattr(env, attr)!r} is not a str")
 

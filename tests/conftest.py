@@ -1,6 +1,7 @@
 """Tests never touch a hub: force every HF library offline before anything imports them."""
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -10,6 +11,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 import pytest  # noqa: E402
+
+from tests.smollm2_model import smollm2_folder  # noqa: E402, F401  (the SmolLM2 tests' session fixture)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -36,3 +39,27 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+# ------------------------------------------------------------------ the real TravelPlanner tables
+REAL_TRAVEL_DB_SETTING = "RLTF_TRAVELPLANNER_DB"
+
+
+def real_travel_db_dir():
+    """The folder of the TravelPlanner benchmark's public tables (accommodations/, attractions/,
+    restaurants/, googleDistanceMatrix/, background/), read in place: ``$RLTF_TRAVELPLANNER_DB``, or
+    ``../shared/data/travelplanner-db`` beside the checkout (where CI has them); None when neither
+    holds them."""
+    setting = os.environ.get(REAL_TRAVEL_DB_SETTING)
+    folder = Path(setting) if setting else Path(__file__).resolve().parents[2] / "shared/data/travelplanner-db"
+    return folder if (folder / "accommodations").is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def real_travel_db():
+    """:func:`real_travel_db_dir`, or the test is skipped naming the setting that finds the tables."""
+    folder = real_travel_db_dir()
+    if folder is None:
+        pytest.skip(f"the real TravelPlanner tables were not found: set {REAL_TRAVEL_DB_SETTING} to the folder of "
+                    "the benchmark's database (github.com/OSU-NLP-Group/TravelPlanner, database/)")
+    return folder

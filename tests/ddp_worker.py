@@ -1,4 +1,4 @@
-"""Run by tests/test_rltf_ddp.py under ``torchrun --nproc_per_node 2``: a few RLTF steps on CPU."""
+"""Run by tests/rl/test_rltf_ddp.py under ``torchrun --nproc_per_node 2``: a few RLTF steps on CPU."""
 
 import json
 import sys

@@ -1,4 +1,4 @@
-"""``train/rltf.py`` under DeepSpeed on CPU (run by tests/test_rltf_sharded.py under torchrun).
+"""``train/rltf.py`` under DeepSpeed on CPU (run by tests/rl/test_rltf_sharded.py under torchrun).
 
 On a machine without GPUs accelerate finds no torch.distributed backend by itself; a gloo
 process group made first lets it start DeepSpeed (``ACCELERATE_USE_DEEPSPEED=true``)."""

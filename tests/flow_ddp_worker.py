@@ -1,4 +1,4 @@
-"""Run by tests/test_flow_rl.py under ``torchrun --nproc_per_node 2``: two RLTF steps of the MTP flow on CPU."""
+"""Run by tests/flows/test_flow_rl.py under ``torchrun --nproc_per_node 2``: two RLTF steps of the MTP flow on CPU."""
 
 import json
 import sys
@@ -12,7 +12,7 @@ from accelerate import Accelerator  # noqa: E402
 import envs as env_factory  # noqa: E402
 from rltf.flows.training.trainer import FlowRLTFTrainer  # noqa: E402
 from rltf.planners.planner import Planner  # noqa: E402
-from tests.test_flow_rl import tiny_cfg  # noqa: E402
+from tests.flows.test_flow_rl import tiny_cfg  # noqa: E402
 
 
 def main(out: str, planner_dir: str) -> None:

@@ -37,7 +37,8 @@ def _seeded(seed: int = 0) -> None:
 
 
 def bert_tokenizer(cased: bool = False, max_length: int = 128) -> tf.BertTokenizer:
-    chars = list(string.ascii_lowercase + (string.ascii_uppercase if cased else "") + string.digits + string.punctuation)
+    chars = list(string.ascii_lowercase + (string.ascii_uppercase if cased else "") + string.digits
+                 + string.punctuation)
     words = [w.capitalize() for w in WORDS] + WORDS if cased else WORDS
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *("##" + c for c in chars), *words]
     return tf.BertTokenizer(vocab={t: i for i, t in enumerate(dict.fromkeys(vocab))}, do_lower_case=not cased,

@@ -1,4 +1,4 @@
-"""Run by tests/test_processes.py under ``torchrun --nproc_per_node 2``: a few RLTF steps and the
+"""Run by tests/rl/test_processes.py under ``torchrun --nproc_per_node 2``: a few RLTF steps and the
 held-out schemas on the toy env, recording which samples each process executed plans on in training
 (the execution is shared by sample) and which tasks it evaluated."""
 

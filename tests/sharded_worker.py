@@ -1,4 +1,4 @@
-"""Run by tests/test_rltf_sharded.py under ``torchrun --nproc_per_node 2``: RLTF with FSDP2-sharded
+"""Run by tests/rl/test_rltf_sharded.py under ``torchrun --nproc_per_node 2``: RLTF with FSDP2-sharded
 parameters or a DeepSpeed ZeRO-2 engine, on CPU (gloo), against the replicated (DDP-style) trainer,
 plus checkpoint and resume.
 
@@ -20,9 +20,9 @@ import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 
 from rltf.config.loading import load_config  # noqa: E402
-from rltf.run.distributed import Sharding, shard_planner  # noqa: E402
 from rltf.planners.planner import Planner  # noqa: E402
 from rltf.rl.trainer import RLTFTrainer  # noqa: E402
+from rltf.run.distributed import Sharding, shard_planner  # noqa: E402
 from tests.tiny_models import tiny_t5, unigram_tokenizer, with_lora  # noqa: E402
 from tests.toy_env import toy_env  # noqa: E402
 

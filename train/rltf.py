@@ -21,12 +21,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rltf.stages import plan_job as stages  # noqa: E402
-from rltf.run.cli import run_cli  # noqa: E402
 from rltf.config.loading import RunConfig, load_config  # noqa: E402
+from rltf.planners.loading import check_kl_reference  # noqa: E402
+from rltf.run.cli import run_cli  # noqa: E402
+from rltf.stages import plan_job as stages  # noqa: E402
 from rltf.stages.describe import describe_run  # noqa: E402
 from rltf.stages.flow_job import describe_flow_job, run_flow_job  # noqa: E402
-from rltf.planners.loading import check_kl_reference  # noqa: E402
 from rltf.stages.recipe import run_recipe  # noqa: E402
 
 

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from envs.config import EnvConfigError
 from common.config_fields import bound_errors, num
+from envs.config import EnvConfigError
 
 SUITES = ("lite", "full")
 BACKENDS = ("lite", "hf")

@@ -182,7 +182,11 @@ def _suite_lines(e: OpenAGIEnvConfig) -> list[str]:
                      + " (overall = task-weighted mean, as the paper's weighted average)")
         where = full_suite_dir(e.data_dir, e.n_samples, e.data_seed, e.datasets, e.max_image_side)
         built = (where / "manifest.json").is_file()
-        lines.append(f"            data: {where} ({'built: read from disk' if built else 'not built yet: built once at the start of the run (downloads the sources below, runs Machine Translation)'})")
+        lines.append(f"            data: {where} ("
+                     + ("built: read from disk" if built
+                        else "not built yet: built once at the start of the run (downloads the sources below, "
+                             "runs Machine Translation)")
+                     + ")")
         uses = Counter(source_for(s) for s in specs)
         lines.append(f"datasets    (images shrunk to <= {e.max_image_side} px; override with env.datasets.<name>)")
         for name, src in e.data_sources().items():

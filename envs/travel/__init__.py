@@ -3,7 +3,7 @@ feasible queries with a persisted split, the official evaluator's rules on index
 exact minimum-cost solver, search tools, and the Gymnasium env ``TravelPlanner-Sandbox-v0``.
 
 Modules, in layers: a module imports only from layers above it in this list (lower layers), never
-from one below (``tests/test_travel_layers.py`` checks every import statement, at any depth).
+from one below (``tests/envs/travel/test_travel_layers.py`` checks every import statement, at any depth).
 
 1. words and formats: ``schema`` (file layout, columns, constraint vocabularies), ``vocab``,
    ``geography``, ``text`` (entity strings, parsed as the official code does), ``verdicts``

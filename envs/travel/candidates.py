@@ -48,7 +48,8 @@ class QueryCandidates:
                 "visiting_city_number": self.visiting_city_number, "route_cities": self.route_cities,
                 "restaurants": self.restaurants, "attractions": self.attractions,
                 "accommodations": self.accommodations,
-                "transport": {f"{a}|{b}": {str(d): v for d, v in days.items()} for (a, b), days in self.transport.items()}}
+                "transport": {f"{a}|{b}": {str(d): v for d, v in days.items()}
+                              for (a, b), days in self.transport.items()}}
 
 
 def query_candidates(index: SandboxIndex, q: TravelQuery) -> QueryCandidates:

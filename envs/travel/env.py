@@ -186,7 +186,8 @@ class TravelPlannerEnv(gym.Env):
             for q in self.queries_by_id.values():
                 if q.query == query:
                     return q
-        raise ValueError(f"unknown query {query!r}; expected an id in {min(self.queries_by_id)}..{max(self.queries_by_id)}, "
+        raise ValueError(f"unknown query {query!r}; "
+                         f"expected an id in {min(self.queries_by_id)}..{max(self.queries_by_id)}, "
                          "a query text or a TravelQuery")
 
     def queries(self) -> list[TravelQuery]:

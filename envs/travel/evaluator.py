@@ -91,7 +91,8 @@ class TravelEvaluator:
     def evaluate_parsed(self, query: TravelQuery, plan: Plan) -> PlanEvaluation:
         days = plan[: min(query.days, len(plan))]
         if not plan:
-            return PlanEvaluation(query.id, False, "plan has no days", "empty", hard_applicable=query.hard_constraint_count)
+            return PlanEvaluation(query.id, False, "plan has no days", "empty",
+                                  hard_applicable=query.hard_constraint_count)
         mode = self.mode
         cs = {name: rule(mode, query, days) for name, rule in self.commonsense_rules.items()}
         ev = PlanEvaluation(query.id, True, commonsense=cs, hard_applicable=query.hard_constraint_count)

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from common.config_fields import as_settings
-
 from envs.travel.config import TravelConfigError, TravelEnvConfig
 from envs.travel.env import TravelPlannerEnv
 from envs.travel.index import SandboxIndex

@@ -154,7 +154,8 @@ class SandboxIndex:
         ])
         a = db.attractions
         self.attractions: NameTable[Attraction] = NameTable([
-            Attraction(str(n), str(c), str(ad)) for n, ad, c in zip(a["Name"].tolist(), a["Address"].tolist(), a["City"].tolist())
+            Attraction(str(n), str(c), str(ad))
+            for n, ad, c in zip(a["Name"].tolist(), a["Address"].tolist(), a["City"].tolist())
         ])
         f = db.flights
         self.flights: list[Flight] = [
@@ -176,7 +177,8 @@ class SandboxIndex:
             legs.sort(key=lambda x: (x.price, x.dep_time, x.number))
         d = db.distances
         self.roads: dict[tuple[str, str], Road] = {}
-        for o, de, du, di in zip(d["origin"].tolist(), d["destination"].tolist(), d["duration"].tolist(), d["distance"].tolist()):
+        for o, de, du, di in zip(d["origin"].tolist(), d["destination"].tolist(), d["duration"].tolist(),
+                                 d["distance"].tolist()):
             self.roads.setdefault((str(o), str(de)), _road(str(o), str(de), du, di))
 
     def road(self, origin: str, dest: str) -> Road | None:

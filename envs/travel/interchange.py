@@ -30,9 +30,11 @@ def reference_information(index: SandboxIndex, q: TravelQuery, tools=None) -> st
     cand = query_candidates(index, q)
     notes = []
     for c in cand.route_cities:
-        notes.append({"Description": f"Attractions in {c}", "Content": tools.attractions(c)[["Name", "Address", "City"]].to_string(index=False)})
+        notes.append({"Description": f"Attractions in {c}",
+                      "Content": tools.attractions(c)[["Name", "Address", "City"]].to_string(index=False)})
         notes.append({"Description": f"Restaurants in {c}", "Content": tools.restaurants(c).to_string(index=False)})
-        notes.append({"Description": f"Accommodations in {c}", "Content": tools.accommodations(c).to_string(index=False)})
+        notes.append({"Description": f"Accommodations in {c}",
+                      "Content": tools.accommodations(c).to_string(index=False)})
     for (a, b), days in cand.transport.items():
         for i in sorted(days)[:1] if a != q.org and b != q.org else sorted(days):
             notes.append({"Description": f"Flight from {a} to {b} on {q.date[i]}",
@@ -85,7 +87,8 @@ def export_all(db: SandboxDB, out_dir: str | Path, seed: int = 0, with_plans: bo
     solver = TravelSolver(index)
     for split in SPLITS:
         qs = [by_id[i] for i in parts[split]]
-        plans = {q.id: r.plan for q in qs if (r := solver.solve(q)) is not None} if (with_plans or split == "train") else {}
+        plans = ({q.id: r.plan for q in qs if (r := solver.solve(q)) is not None}
+                 if (with_plans or split == "train") else {})
         frame = queries_frame(qs, index if reference_info else None, plans if split == "train" else None)
         path = out / "queries" / f"{split}.csv"
         path.parent.mkdir(parents=True, exist_ok=True)

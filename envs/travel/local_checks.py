@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from envs.travel.catalog import Catalog, Option
-from envs.travel.schema import ROOM_TYPE_OK
 from envs.travel.query import TravelQuery
-from envs.travel.schema import HOUSE_RULE_TEXT
+from envs.travel.schema import HOUSE_RULE_TEXT, ROOM_TYPE_OK
 
 __all__ = ["FAMILIES", "covered_cuisines", "hotel_problems", "house_rule_problem", "room_type_problem",
            "transport_problems"]

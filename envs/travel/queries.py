@@ -25,7 +25,13 @@ import numpy as np
 from envs.travel.index import SandboxIndex, default_index
 from envs.travel.query import TravelQuery, empty_constraints
 from envs.travel.schema import (
-    CITIES_PER_DAYS, DAYS, HOUSE_RULES, HUB_REQUIRED, LEVELS, QUERY_CUISINES, ROOM_TYPE_CONSTRAINTS,
+    CITIES_PER_DAYS,
+    DAYS,
+    HOUSE_RULES,
+    HUB_REQUIRED,
+    LEVELS,
+    QUERY_CUISINES,
+    ROOM_TYPE_CONSTRAINTS,
     TRANSPORT_CONSTRAINTS,
 )
 from envs.travel.solver import TravelSolver
@@ -53,8 +59,10 @@ def _day_text(iso: str) -> str:
 _TRIP = (
     "Please help me plan a trip from {org} to {dest} spanning {days} days from {start} to {end}, 2022.",
     "Could you create a {days}-day travel plan starting in {org} and heading to {dest}, from {start} to {end}, 2022?",
-    "I am departing from {org} for a {days}-day trip to {dest} between {start} and {end}, 2022. Please draft an itinerary.",
-    "Can you put together an itinerary for a {days}-day journey from {org} to {dest}, running from {start} to {end}, 2022?",
+    ("I am departing from {org} for a {days}-day trip to {dest} between {start} and {end}, 2022. "
+     "Please draft an itinerary."),
+    ("Can you put together an itinerary for a {days}-day journey from {org} to {dest}, "
+     "running from {start} to {end}, 2022?"),
     "Please design a travel plan from {org} to {dest} for {days} days, {start} through {end}, 2022.",
 )
 _CITIES = (" We would like to visit {k} cities in {dest}.", " The route should cover {k} cities in {dest}.")
@@ -104,7 +112,8 @@ def _local_constraints(rng: np.random.Generator, level: str) -> dict[str, Any]:
     lc = empty_constraints()
     if level == "easy":
         return lc
-    pool = ["house rule", "cuisine", "room type"] if level == "medium" else ["house rule", "cuisine", "room type", "transportation"]
+    pool = (["house rule", "cuisine", "room type"] if level == "medium"
+            else ["house rule", "cuisine", "room type", "transportation"])
     chosen = [pool[i] for i in rng.choice(len(pool), size=1 if level == "medium" else 3, replace=False)]
     for key in chosen:
         if key == "house rule":

@@ -21,7 +21,8 @@ class TravelSection:
     """A run config's ``env:`` section for the travel sandbox."""
 
     name: str = "travel"
-    """Which registered env the section is for (envs/registry.py): travel selects the sandbox's keys under env.travel."""
+    """Which registered env the section is for (envs/registry.py): travel selects the sandbox's keys under
+    env.travel."""
     travel: TravelEnvConfig = field(default_factory=TravelEnvConfig)
     """The travel sandbox's settings: which sandbox and queries, the plan grammar, the reward."""
 

@@ -76,12 +76,12 @@ class RouteCosts:
             if not cands:
                 air = None
                 break
-            air.append(min(cands, key=lambda l: (l.cost, l.mode)))
+            air.append(min(cands, key=lambda leg: (leg.cost, leg.mode)))
         if air is not None:
-            best = (sum(l.cost for l in air), air)
+            best = (sum(leg.cost for leg in air), air)
         if all("self-driving" in opts for opts in legs):
             drive = [opts["self-driving"] for opts in legs]
-            c = sum(l.cost for l in drive)
+            c = sum(leg.cost for leg in drive)
             if best is None or c < best[0] - 1e-9:
                 best = (c, drive)
         return best

@@ -11,7 +11,6 @@ same verdicts and costs on many plans. Where the official code would raise, the 
 from __future__ import annotations
 
 import itertools
-
 import math
 import re
 from typing import Any
@@ -204,7 +203,9 @@ class RowByRowEvaluator:
 
     def complete(self, q, plan):
         days = self._days(q, plan)
-        lens = sum(1 for u in days if u != {} and u["current_city"] != "You don't need to fill in the information for this or later days.")
+        lens = sum(1 for u in days
+                   if u != {}
+                   and u["current_city"] != "You don't need to fill in the information for this or later days.")
         if lens != q["days"]:
             return False
         cities = self._cities(q, plan)
@@ -226,7 +227,8 @@ class RowByRowEvaluator:
                 return False
             if i != q["days"] - 1 and u["accommodation"] in ("", "-"):
                 return False
-            if (u["breakfast"] in ("", "-") or u["lunch"] in ("", "-") or u["dinner"] in ("", "-")) and "from " not in cv:
+            if ((u["breakfast"] in ("", "-") or u["lunch"] in ("", "-") or u["dinner"] in ("", "-"))
+                    and "from " not in cv):
                 return False
             total += sum(1 for k in u if self._given(u[k]))
         return total / (6 * q["days"]) >= 0.5
@@ -305,7 +307,8 @@ class RowByRowEvaluator:
         for h in self._hotels(q, plan):
             t = h["room type"]
             if (want == "not shared room" and t == "Shared room") or (want == "shared room" and t != "Shared room") \
-                    or (want == "private room" and t != "Private room") or (want == "entire room" and t != "Entire home/apt"):
+                    or (want == "private room" and t != "Private room") \
+                    or (want == "entire room" and t != "Entire home/apt"):
                 return False
         return True
 
@@ -321,8 +324,10 @@ class RowByRowEvaluator:
         cs = {
             "within_sandbox": safe(self.sandbox), "complete_information": safe(self.complete),
             "within_current_city": safe(self.current_city), "reasonable_city_route": safe(self.route),
-            "diverse_restaurants": safe(self.restaurants_diverse), "diverse_attractions": safe(self.attractions_diverse),
-            "non_conflicting_transportation": safe(self.transport_conflict), "minimum_nights_stay": safe(self.min_nights),
+            "diverse_restaurants": safe(self.restaurants_diverse),
+            "diverse_attractions": safe(self.attractions_diverse),
+            "non_conflicting_transportation": safe(self.transport_conflict),
+            "minimum_nights_stay": safe(self.min_nights),
         }
         hard, cost = None, None
         if cs["complete_information"] and cs["within_sandbox"]:

@@ -89,7 +89,8 @@ def greedy_plan(index: SandboxIndex, q: TravelQuery) -> Plan:
 
     def hotel(c, nights):
         if c not in hotel_for:
-            hs = sorted((h for h in index.hotels.in_city(c) if h.min_nights <= nights), key=lambda h: (-h.review, h.name))
+            hs = sorted((h for h in index.hotels.in_city(c) if h.min_nights <= nights),
+                        key=lambda h: (-h.review, h.name))
             hotel_for[c] = entity(hs[0].name, c) if hs else "-"
         return hotel_for[c]
 
@@ -113,7 +114,8 @@ def random_plan(index: SandboxIndex, q: TravelQuery, rng: np.random.Generator) -
 
     def attr(c):
         xs = index.attractions.in_city(c)
-        return attractions_text([entity(xs[int(rng.integers(len(xs)))].name, c) for _ in range(int(rng.integers(1, 3)))])
+        return attractions_text([entity(xs[int(rng.integers(len(xs)))].name, c)
+                                 for _ in range(int(rng.integers(1, 3)))])
 
     def hotel(c, nights):
         hs = index.hotels.in_city(c)
@@ -143,7 +145,8 @@ def perturb(plan: Plan, index: SandboxIndex, q: TravelQuery, rng: np.random.Gene
         rs = index.restaurants.in_city(c)
         day[["breakfast", "lunch", "dinner"][int(rng.integers(3))]] = entity(rs[int(rng.integers(len(rs)))].name, c)
     elif kind == "repeat_meal":
-        meals = [(i, m) for i, u in enumerate(p) for m in ("breakfast", "lunch", "dinner") if u.get(m) not in ("-", "", None)]
+        meals = [(i, m) for i, u in enumerate(p) for m in ("breakfast", "lunch", "dinner")
+                 if u.get(m) not in ("-", "", None)]
         if len(meals) >= 2:
             (i1, m1), (i2, m2) = [meals[i] for i in rng.choice(len(meals), 2, replace=False)]
             p[i2][m2] = p[i1][m1]

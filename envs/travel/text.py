@@ -7,7 +7,7 @@ before the *last* comma, and "from A to B" ends at the first comma. The official
 backtracking regular expressions, which cost time quadratic in a field's length (the name-city
 pattern on a text without a comma, the from-to pattern on many 'from's without a 'to'); the same
 results come here from string scans in linear time. Each function names the official pattern it
-reproduces; ``tests/test_travel_text.py`` checks them against it.
+reproduces; ``tests/envs/travel/test_travel_text.py`` checks them against it.
 """
 
 from __future__ import annotations

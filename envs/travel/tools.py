@@ -36,7 +36,8 @@ class TravelTools:
         self._city_rows = {t: getattr(db, t).groupby(c, sort=False).indices for t, c in columns.items()}
         self._flight_rows: dict[tuple[str, str, str], list[int]] = {}
         f = db.flights
-        for i, key in enumerate(zip(f["OriginCityName"].tolist(), f["DestCityName"].tolist(), f["FlightDate"].tolist())):
+        for i, key in enumerate(zip(f["OriginCityName"].tolist(), f["DestCityName"].tolist(),
+                                    f["FlightDate"].tolist())):
             self._flight_rows.setdefault(key, []).append(i)
 
     def _city_table(self, table: str, city: str) -> pd.DataFrame:
@@ -100,7 +101,8 @@ class TravelTools:
             return f"{name} takes {want[name]} argument(s), got {len(args)}: {args}."
         if name == "FlightSearch":
             df = self.flights(*args)
-            return df.to_string(index=False) if len(df) else f"There is no flight from {args[0]} to {args[1]} on {args[2]}."
+            return (df.to_string(index=False) if len(df)
+                    else f"There is no flight from {args[0]} to {args[1]} on {args[2]}.")
         if name == "GoogleDistanceMatrix":
             mode = args[2].lower()
             if mode not in ("self-driving", "taxi"):

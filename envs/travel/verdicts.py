@@ -115,5 +115,6 @@ class PlanEvaluation:
             "final_pass": self.final_pass, "commonsense_pass": self.commonsense_pass,
             "hard_pass": self.hard_pass, "total_cost": self.total_cost,
             "commonsense": {k: {"passed": v.passed, "reason": v.reason} for k, v in self.commonsense.items()},
-            "hard": None if self.hard is None else {k: {"passed": v.passed, "reason": v.reason} for k, v in self.hard.items()},
+            "hard": None if self.hard is None else {k: {"passed": v.passed, "reason": v.reason}
+                                                    for k, v in self.hard.items()},
         }

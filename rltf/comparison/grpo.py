@@ -135,8 +135,9 @@ def grpo_args(cfg: RunConfig, output_dir: str | os.PathLike, grpo: GrpoSettings 
         top_k=g.top_k, top_p=g.top_p, max_completion_length=cfg.planner.max_plan_tokens,
         beta=rl.kl_coef if g.beta is None else g.beta, loss_type=g.loss_type, scale_rewards=g.scale_rewards,
         epsilon=g.epsilon, num_iterations=g.num_iterations, entropy_coef=g.entropy_coef,
-        seed=cfg.seed, data_seed=cfg.seed, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, report_to="none",
-        push_to_hub=False, save_strategy="no", logging_steps=1, gradient_checkpointing=False, disable_dropout=True, log_completions=False,
+        seed=cfg.seed, data_seed=cfg.seed, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False,
+        report_to="none", push_to_hub=False, save_strategy="no", logging_steps=1, gradient_checkpointing=False,
+        disable_dropout=True, log_completions=False,
         disable_tqdm=not cfg.logging.progress_bar, dataloader_num_workers=0,
     )
     if "activation_checkpointing" in {f.name for f in dataclasses.fields(GRPOConfig)}:  # transformers >= 5.2x
@@ -233,10 +234,10 @@ def reward_history(trainer) -> list[dict]:
 def text_finetune(planner: Planner, tasks: Sequence[Task], *, epochs: int, lr: float, batch_size: int, seed: int,
                   max_grad_norm: float = 1.0) -> list[dict]:
     """Unconstrained supervised fine-tuning of a causal planner: mean token NLL of each task's
-    canonical reference plan text (:func:`envs.openagi.plans.format_plan`: GRPO is OpenAGI's baseline) and EOS after its prompt
-    (:func:`constrained_decoding.prompts.encode_prompts`: the chat template of an instruct LLM, else
-    BOS, description, ``"\\nPlan:"``), prompt tokens unscored; a LoRA planner trains its adapter; one process, the batch order of
-    :mod:`rltf.rl.sft` (a permutation seeded by ``(seed, epoch)``). Returns one row per epoch
+    canonical reference plan text (:func:`envs.openagi.plans.format_plan`: GRPO is OpenAGI's baseline) and EOS after its
+    prompt (:func:`constrained_decoding.prompts.encode_prompts`: the chat template of an instruct LLM, else
+    BOS, description, ``"\\nPlan:"``), prompt tokens unscored; a LoRA planner trains its adapter; one process, the
+    batch order of :mod:`rltf.rl.sft` (a permutation seeded by ``(seed, epoch)``). Returns one row per epoch
     (``sft/nll``)."""
     if planner.is_encoder_decoder:
         raise ValueError("text_finetune fine-tunes causal planners")

@@ -238,9 +238,11 @@ class FlowSettings:
             raise FlowSettingsError(f"bad value for '{section}.validation_queries': {self.validation_queries!r}; "
                                     "expected null or >= 1")
         if self.score_batch is not None and self.score_batch < 1:
-            raise FlowSettingsError(f"bad value for '{section}.score_batch': {self.score_batch!r}; expected null or >= 1")
+            raise FlowSettingsError(f"bad value for '{section}.score_batch': {self.score_batch!r}; "
+                                    "expected null or >= 1")
         if self.days is not None and (not self.days or any(d not in (3, 5, 7) for d in self.days)):
-            raise FlowSettingsError(f"bad value for '{section}.days': {self.days!r}; expected null or a list of 3, 5, 7")
+            raise FlowSettingsError(f"bad value for '{section}.days': {self.days!r}; "
+                                    "expected null or a list of 3, 5, 7")
         b = self.backend
         if b.kind in ("hf", "openai") and not b.model:
             raise FlowSettingsError(f"'{section}.backend.model' is needed for the {b.kind} backend "

@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 import yaml
 
+from common.config_fields import OPS
 from envs import registry  # (importing envs registers the shipped envs)
 from envs.config import DEFAULT_ENV
-from common.config_fields import OPS
 from rltf.config.sections import RunConfig
 
 WIDTH = 100  # help text is wrapped to this many columns

@@ -389,8 +389,8 @@ RESUME_SAFE_KEYS = ("logging.", "eval.", "grpo.", "flow.splits", "flow.limit", "
                     "flow.trace_queries", "flow.oracle", "flow.backend.torch_threads", "flow.backend.batch_size",
                     "flow.score_batch", "flow.validation_queries", "resume", "overwrite", "dry_run", "output_dir",
                     "run_name",
-                    "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "rltf.select", "planner.embedded.dir",
-                    "env.data_dir", "env.cache_mib")
+                    "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "rltf.select",
+                    "planner.embedded.dir", "env.data_dir", "env.cache_mib")
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:

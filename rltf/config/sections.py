@@ -6,7 +6,7 @@
 keys, checked by its section class: ``envs/config.py``), so ``envs.make(cfg.env)`` builds it. Adding a
 key is two lines: ``name: type = default`` (for a bounded number ``name: int = num(default, ge=0)``)
 and, on the next line, its help as a string: what it changes, its unit and allowed values
-(``train/rltf.py help=true`` prints them: :mod:`rltf.config.help`; ``tests/test_config_help.py``
+(``train/rltf.py help=true`` prints them: :mod:`rltf.config.help`; ``tests/config/test_config_help.py``
 fails for a key without one). Reading, overriding, validating and saving a config is
 :mod:`rltf.config.loading`.
 """

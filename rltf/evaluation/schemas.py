@@ -266,9 +266,9 @@ def headline(env: Env | None) -> str:
 def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task], env: Env | None = None) -> dict:
     """``{"columns": [...], "n_tasks": {column: n}, "rows": {schema: {column: value}},
     "intervals": {schema: [low, high]}, "interval": {...}, "valid_rate": {schema: rate or None}}``
-    (``valid_rate``: :attr:`SchemaResult.valid_rate`, shown as the markdown's last column): per metric family and overall
-    (the default), or the env's own metrics (``env.table_columns``, when not empty) plus the mean reward. ``intervals``
-    are the bootstrap intervals over tasks (:func:`bootstrap_interval`) of the mean of each
+    (``valid_rate``: :attr:`SchemaResult.valid_rate`, shown as the markdown's last column): per metric family and
+    overall (the default), or the env's own metrics (``env.table_columns``, when not empty) plus the mean reward.
+    ``intervals`` are the bootstrap intervals over tasks (:func:`bootstrap_interval`) of the mean of each
     schema's per-task scores, i.e. of the ``interval["column"]`` column (``overall``; an env's own
     table: ``reward``)."""
     own = {r.schema: env.table_columns(tasks, r.plans) for r in results} if env is not None else {}

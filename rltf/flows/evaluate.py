@@ -10,8 +10,9 @@ The config is a run config (``rltf/config/sections.py``: ``env:``, ``planner:``,
 The planner backend uses ``flow.backend.checkpoint`` (a saved, e.g. warm-started, planner) or
 the ``planner:`` section (the embedded planner is built with the travel env's tokenizer texts).
 Every method runs on the held-out queries of ``flow.splits`` (the persisted split; ``flow.limit``
-of them, evenly spaced or the first); each query is one pass of the method's flow. Written to ``<output_dir>/<run_name>/``:
-``flow_eval.md`` (the table: delivery, commonsense micro / macro, hard micro / macro, final pass,
+of them, evenly spaced or the first); each query is one pass of the method's flow. Written to
+``<output_dir>/<run_name>/``: ``flow_eval.md`` (the table: delivery, commonsense micro / macro, hard micro /
+macro, final pass,
 mean reward, tokens, seconds, nodes and constrained decisions per query), ``flow_eval.json``
 (the table and every query's plan, reward, violations, error, usage) and ``traces/<method>/``
 (the pass traces of the first ``flow.trace_queries`` queries). Last line:
@@ -197,8 +198,8 @@ def describe_flows(cfg: RunConfig, flow: FlowSettings) -> str:
                      "choices and grammars constrained")
     else:
         key = "set" if os.environ.get(b.api_key_env) else "NOT set"
-        lines.append(f"backend     openai: model {b.model} at {b.base_url or 'api.openai.com'} (key in ${b.api_key_env}: "
-                     f"{key}); choices validated and re-asked, plans as free JSON")
+        lines.append(f"backend     openai: model {b.model} at {b.base_url or 'api.openai.com'} "
+                     f"(key in ${b.api_key_env}: {key}); choices validated and re-asked, plans as free JSON")
     lines.append(f"sampling    {'sampled at T=' + str(b.temperature) if b.do_sample else 'greedy'}, free text <= "
                  f"{b.max_new_tokens} tokens; {flow.max_attempts} attempts per node; system prompts "
                  f"{'on' if flow.system_prompts else 'off'}")

@@ -114,7 +114,8 @@ def apply_lora(model: PreTrainedModel, lora: LoraSettings, is_encoder_decoder: b
                         r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets)
     try:
         with warnings.catch_warnings():  # peft reads model.is_gradient_checkpointing, deprecated by transformers 5
-            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated",
+                                    category=FutureWarning)
             return get_peft_model(model, config)
     except ValueError as e:
         linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear)})

@@ -232,7 +232,8 @@ def build_minilm_t5(d_model: int, num_layers: int, num_heads: int, d_ff: int, dr
         raise RuntimeError(f"MiniLM's weights do not fit the encoder: missing {missing}, unexpected {unexpected}")
     model.apply_freeze()
     gen = model.generation_config
-    gen.decoder_start_token_id, gen.eos_token_id, gen.pad_token_id = start, tokenizer.sep_token_id, tokenizer.pad_token_id
+    gen.decoder_start_token_id, gen.eos_token_id, gen.pad_token_id = (start, tokenizer.sep_token_id,
+                                                                      tokenizer.pad_token_id)
     gen.bos_token_id = start
     model.eval()
     return model, tokenizer

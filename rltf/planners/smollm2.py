@@ -261,7 +261,8 @@ def _load_from_gguf(gguf_file: Path):
 
 def _convert_into(gguf_file: Path, out: Path, digest: str) -> None:
     model, tokenizer = _load_from_gguf(gguf_file)
-    packed = sorted({type(m).__name__ for m in model.modules() if type(m).__name__.lower().startswith(("gguf", "ggml"))})
+    packed = sorted({type(m).__name__ for m in model.modules()
+                     if type(m).__name__.lower().startswith(("gguf", "ggml"))})
     if packed or any(not p.is_floating_point() for p in model.parameters()):
         raise Smollm2Unavailable(f"planner.model=smollm2: transformers {transformers.__version__} kept "
                                  f"{gguf_file.name}'s weights packed ({', '.join(packed) or 'integer tensors'}); "

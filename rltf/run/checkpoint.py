@@ -3,8 +3,9 @@
 ``checkpoints/<run>/checkpoint-<step>/`` holds the planner (``save_pretrained``: full model or
 adapter; the MiniLM planner's frozen encoder by reference, :mod:`rltf.planners.minilm_weights`),
 ``trainer_state.pt`` (optimizer: the AdamW moments of the trainable weights, their all-zero rows
-left out, :mod:`rltf.run.zero_rows`; scheduler, baseline, step, metric history) — written into a temporary folder and renamed into place, so a run killed mid-write
-leaves the previous checkpoint intact. ``latest`` names the newest complete checkpoint.
+left out, :mod:`rltf.run.zero_rows`; scheduler, baseline, step, metric history) — written into a temporary folder and
+renamed into place, so a run killed mid-write leaves the previous checkpoint intact. ``latest`` names the newest
+complete checkpoint.
 Rotation keeps the newest ``rltf.save_total_limit`` and the protected ones (the best on validation,
 ``rltf.select: best_validation``); it renames a checkpoint out of the way before deleting it, so a killed rotation never
 leaves a half-deleted ``checkpoint-<step>``; the temporaries a kill leaves (``.checkpoint-*``,
@@ -258,8 +259,9 @@ def _first_line(e: BaseException) -> str:
 def checkpoint_problem(checkpoint: Path) -> tuple[dict[str, Any] | None, str | None]:
     """``(state, None)`` for an intact checkpoint, ``(None, why)`` for a damaged one: its state
     loads and records its step, its planner folder holds safetensors weights and no pickle
-    (``pytorch_model.bin``...: never loaded from a run folder), its files read (:func:`rltf.planners.hf_models.damaged_files`,
-    JSON and safetensors headers, tokenizer present), a DeepSpeed run's engine folder is there."""
+    (``pytorch_model.bin``...: never loaded from a run folder), its files read
+    (:func:`rltf.planners.hf_models.damaged_files`, JSON and safetensors headers, tokenizer present), a DeepSpeed
+    run's engine folder is there."""
     checkpoint = Path(checkpoint)
     state, why = _read_state(checkpoint)
     if state is None:

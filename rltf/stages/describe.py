@@ -33,7 +33,8 @@ _ORACLE_NOTE = ("eval.schemas includes 'oracle' (exhaustive plan search): the fu
 
 def _planner_lines(cfg: RunConfig, source: PlannerSource) -> list[str]:
     p = cfg.planner
-    arch = p.arch if p.arch != "auto" else "auto (encoder-decoder -> seq2seq, else causal; read from its config at load)"
+    arch = (p.arch if p.arch != "auto"
+            else "auto (encoder-decoder -> seq2seq, else causal; read from its config at load)")
     if source.kind is SourceKind.EMBEDDED:
         e = p.embedded
         if p.arch == "causal":
@@ -121,7 +122,8 @@ def _training_lines(cfg: RunConfig) -> list[str]:
     s, r, ev = cfg.sft, cfg.rltf, cfg.eval
     lines = []
     if s.enabled:
-        lines.append(f"sft         {s.epochs} epochs on the train tasks' reference plans, lr {s.lr:g}, batch {s.batch_size}")
+        lines.append(f"sft         {s.epochs} epochs on the train tasks' reference plans, lr {s.lr:g}, "
+                     f"batch {s.batch_size}")
     else:
         lines.append("sft         off")
     lines.append(f"rltf        {r.steps} steps x {r.tasks_per_batch} tasks x {r.k_samples} sampled plans, lr {r.lr:g} "

@@ -36,8 +36,15 @@ from rltf.config.loading import ConfigError, RunConfig
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend
 from rltf.flows.evaluate import describe_flows
-from rltf.flows.evaluation import (COLUMNS, evaluate_method, held_out_ids, select_queries, solver_row, table_markdown,
-                                   validation_ids)
+from rltf.flows.evaluation import (
+    COLUMNS,
+    evaluate_method,
+    held_out_ids,
+    select_queries,
+    solver_row,
+    table_markdown,
+    validation_ids,
+)
 from rltf.flows.training.roles import RoleAdapters
 from rltf.flows.training.teacher import DemonstrationGrammars, collect_demonstrations, plain_describe
 from rltf.flows.training.trainer import FlowRLTFTrainer
@@ -94,10 +101,16 @@ def describe_flow_job(cfg: RunConfig) -> str:
     method = check_flow_job(cfg)
     rl, sft, flow = cfg.rltf, cfg.sft, cfg.flow
     lines = [describe_flows(cfg, flow),
-             f"warm start  {'the solver answers every choice of ' + method + ' on ' + (f'{flow.warm_start_queries} (evenly spaced) of the' if flow.warm_start_queries else 'the') + ' train queries; SFT ' + str(sft.epochs) + ' epoch(s), lr ' + format(sft.lr, 'g') if sft.enabled else 'none (sft.enabled=false)'}",
-             f"rltf        {rl.steps} steps x {rl.tasks_per_batch} queries x {rl.k_samples} sampled passes (T={rl.temperature:g}), "
+             "warm start  " + ("the solver answers every choice of " + method + " on "
+                               + (f"{flow.warm_start_queries} (evenly spaced) of the" if flow.warm_start_queries
+                                  else "the")
+                               + " train queries; SFT " + str(sft.epochs) + " epoch(s), lr " + format(sft.lr, "g")
+                               if sft.enabled else "none (sft.enabled=false)"),
+             f"rltf        {rl.steps} steps x {rl.tasks_per_batch} queries x {rl.k_samples} sampled passes "
+             f"(T={rl.temperature:g}), "
              f"lr {rl.lr:g}, baseline {rl.baseline}, credit {flow.credit}, roles {flow.roles}, re-scoring "
-             + ("every decision in one forward" if flow.score_batch is None else f"{flow.score_batch} decisions per forward"),
+             + ("every decision in one forward" if flow.score_batch is None
+                else f"{flow.score_batch} decisions per forward"),
              "validation  " + (f"the flow with greedy decisions on {flow.validation_queries or 'all'} validation "
                                f"queries at step 0 and every {rl.eval_every} steps (final pass, ties: reward); "
                                f"reports the {'best-on-validation' if rl.select == 'best_validation' else 'last'} "

@@ -34,22 +34,22 @@ from accelerate.utils import set_seed
 
 import envs as env_factory
 from common.atomic import atomic_dir
+from rltf.config.loading import RunConfig, check_resume_config, config_to_yaml, save_config
+from rltf.config.sections import EVAL_SCHEMAS
 from rltf.evaluation import schemas as ev
 from rltf.evaluation.schemas import Env, Task
-from rltf.run.checkpoint import prepare_run_folder
-from rltf.run.folders import disk_errors
-from rltf.config.loading import RunConfig, check_resume_config, config_to_yaml, save_config
-from rltf.run.distributed import Sharding, shard_planner, sharding_for
 from rltf.planners.embedded import no_language_pretraining
-from rltf.planners.planner import Planner
 from rltf.planners.loading import load_planner, merges_sft_adapter, rltf_start_planner
+from rltf.planners.planner import Planner
 from rltf.planners.source import PlannerSource
-from rltf.config.sections import EVAL_SCHEMAS
-from rltf.rl.sft import supervised_finetune
 from rltf.planners.tokenizer import tokenizer_texts_for
-from rltf.run.tracking import Tracker, plot_rewards, read_json, write_json
+from rltf.rl.sft import supervised_finetune
 from rltf.rl.trainer import RLTFTrainer
 from rltf.rl.training_state import VALIDATION_SCORE, Selection, Trainer
+from rltf.run.checkpoint import prepare_run_folder
+from rltf.run.distributed import Sharding, shard_planner, sharding_for
+from rltf.run.folders import disk_errors
+from rltf.run.tracking import Tracker, plot_rewards, read_json, write_json
 from rltf.stages.evaluated_planner import PLANNER_ROW
 
 UNTRAINED = ("zero", "few")  # schemas of the planner before any training (prompted: ev.untrained_schema)

@@ -57,7 +57,8 @@ def describe_models(config: HFBackendConfig | None = None) -> list[dict[str, Any
     rows = []
     for spec in OPENAGI_TOOLS:
         row = config.expert(spec.name)
-        dtype = config.dtype if device is None else str(resolve_dtype(config.dtype, device, row.half)).removeprefix("torch.")
+        dtype = (config.dtype if device is None
+                 else str(resolve_dtype(config.dtype, device, row.half)).removeprefix("torch."))
         rows.append({"name": spec.name, "role": "tool", "model_id": row.model_id, "library": row.library,
                      "kind": row.kind, "dtype": dtype, "device": str(device or config.device)})
     for metric in METRICS:

@@ -70,7 +70,8 @@ class HFBackendConfig:
                 raise TypeError(f"HFBackendConfig.{what} must be a dict, got {type(mapping).__name__}")
             for key in mapping:
                 if key not in known:
-                    raise ValueError(f"HFBackendConfig.{what}: unknown name {key!r}; expected one of: {', '.join(known)}")
+                    raise ValueError(f"HFBackendConfig.{what}: unknown name {key!r}; "
+                                     f"expected one of: {', '.join(known)}")
         for tool, opts in self.options.items():
             unknown = sorted(set(opts) - set(DEFAULT_EXPERTS[tool].options))
             if unknown:
@@ -95,7 +96,8 @@ class HFBackendConfig:
         if self.bertscore_num_layers is not None and (
             not isinstance(self.bertscore_num_layers, int) or self.bertscore_num_layers < 0
         ):
-            raise ValueError(f"HFBackendConfig.bertscore_num_layers={self.bertscore_num_layers!r}; expected an int >= 0 or None")
+            raise ValueError(f"HFBackendConfig.bertscore_num_layers={self.bertscore_num_layers!r}; "
+                             "expected an int >= 0 or None")
         if self.device is not None and not isinstance(self.device, str):
             raise TypeError(f"HFBackendConfig.device={self.device!r}; expected a string like 'cuda:0' or None")
 

@@ -231,7 +231,8 @@ class HFExperts:
 
     def _text_to_image(self, tool: str, loaded: Loaded, prompts: list[str]) -> list[np.ndarray]:
         gens = self._diffusion_generators([content_seed(self.config.seed, p) for p in prompts])
-        result = loaded.model(prompt=prompts, generator=gens, output_type="np", **self.config.tool_generate_kwargs(tool))
+        result = loaded.model(prompt=prompts, generator=gens, output_type="np",
+                              **self.config.tool_generate_kwargs(tool))
         return [np.clip(np.asarray(im, dtype=np.float32), 0.0, 1.0) for im in result.images]
 
     def _colorization(self, tool: str, loaded: Loaded, images: list[np.ndarray]) -> list[np.ndarray]:
@@ -253,7 +254,8 @@ class HFExperts:
 
     def _sentiment(self, tool: str, loaded: Loaded, texts: list[str]) -> list[str]:
         tok = loaded.processor
-        batch = tok(texts, padding=True, truncation=True, max_length=self._max_len(tok, loaded.model), return_tensors="pt")
+        batch = tok(texts, padding=True, truncation=True, max_length=self._max_len(tok, loaded.model),
+                    return_tensors="pt")
         logits = loaded.model(**self._inputs(batch, loaded, loaded.model)).logits
         id2label = loaded.model.config.id2label
         return [str(id2label[int(i)]).strip().lower() for i in logits.argmax(-1)]
@@ -327,7 +329,8 @@ class HFExperts:
                     return_overflowing_tokens=True, return_offsets_mapping=True, padding=True, return_tensors="pt")
         sample_of = batch["overflow_to_sample_mapping"].tolist()
         offsets = batch["offset_mapping"].tolist()
-        out = model(**self._inputs({k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")},
+        out = model(**self._inputs({k: v for k, v in batch.items()
+                                    if k in ("input_ids", "attention_mask", "token_type_ids")},
                                    loaded, model))
         starts, ends = out.start_logits.float(), out.end_logits.float()
         best: list[tuple[float, str]] = [(float("-inf"), "")] * len(documents)

@@ -122,7 +122,8 @@ class HFMetricModels:
                           max_length=max_len, return_special_tokens_mask=True, return_tensors="pt")
                 mask = enc["attention_mask"].bool()
                 special = enc["special_tokens_mask"].bool()
-                inputs = {k: v.to(loaded.device) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+                inputs = {k: v.to(loaded.device) for k, v in enc.items()
+                          if k in ("input_ids", "attention_mask", "token_type_ids")}
                 hidden = model(**inputs, output_hidden_states=True).hidden_states
                 n_layers = len(hidden) - 1
                 use = n_layers if layer is None else layer
@@ -204,7 +205,8 @@ def _needs_prefix_space(tok: Any) -> bool:
     """Byte-level BPE tokenizers (RoBERTa, DeBERTa) encode a word differently after a space;
     bert-score encodes sentences with a prefix space, as words appear mid-sentence."""
     try:
-        return tok("hello", add_special_tokens=False)["input_ids"] != tok(" hello", add_special_tokens=False)["input_ids"]
+        return (tok("hello", add_special_tokens=False)["input_ids"]
+                != tok(" hello", add_special_tokens=False)["input_ids"])
     except Exception:  # a tokenizer that cannot encode this probe: leave the text alone
         return False
 

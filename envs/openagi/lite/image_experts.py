@@ -47,8 +47,14 @@ from envs.openagi.lite.image.super_resolution import super_resolve
 from envs.openagi.metrics.image import image_similarity_batch
 from envs.openagi.registry import ToolRegistry
 from envs.openagi.suite import RESTORER
-from envs.openagi.task_data.images import (DEGRADATIONS, degrade_image, digit_images, downsample, photo_crops,
-                                           to_grayscale)
+from envs.openagi.task_data.images import (
+    DEGRADATIONS,
+    degrade_image,
+    digit_images,
+    downsample,
+    photo_crops,
+    to_grayscale,
+)
 from envs.openagi.tools import register_spec
 
 # ------------------------------------------------------------------------------------ registration

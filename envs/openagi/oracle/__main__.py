@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from envs.openagi.env import OpenAGIEnv
 from envs.openagi import oracle
+from envs.openagi.env import OpenAGIEnv
 from envs.openagi.oracle import HEADROOM_MARGIN, oracle_for_task
 from envs.openagi.plans import PlanLimits
 from envs.openagi.suite import SUITE_LIMITS

@@ -24,7 +24,12 @@ import pandas as pd
 from envs.travel import vocab
 from envs.travel.geography import ISLAND_STATES, STATE_CENTRES, STATES
 from envs.travel.schema import (
-    COLUMNS, DATABASE_FILES, FILE_COLUMNS, FILE_HAS_INDEX, OTHER_CUISINES, QUERY_CUISINES,
+    COLUMNS,
+    DATABASE_FILES,
+    FILE_COLUMNS,
+    FILE_HAS_INDEX,
+    OTHER_CUISINES,
+    QUERY_CUISINES,
     ROOM_TYPES,
 )
 
@@ -84,13 +89,16 @@ class SandboxDB:
 class SandboxConfig:
     """Sizes and spreads of the generated database."""
 
-    restaurants_per_city: dict = field(default_factory=lambda: {"small": (10, 16), "medium": (18, 28), "large": (30, 42)})
+    restaurants_per_city: dict = field(default_factory=lambda: {"small": (10, 16), "medium": (18, 28),
+                                                                "large": (30, 42)})
     hotels_per_city: dict = field(default_factory=lambda: {"small": (7, 10), "medium": (10, 15), "large": (15, 22)})
     attractions_per_city: dict = field(default_factory=lambda: {"small": (4, 7), "medium": (6, 10), "large": (9, 14)})
     airport_prob: dict = field(default_factory=lambda: {"small": 0.45, "medium": 0.8, "large": 1.0})
     # P(route between two airport cities) and mean flights per day on it, by size pair.
-    route_prob: dict = field(default_factory=lambda: {"ll": 0.9, "lm": 0.7, "ls": 0.4, "mm": 0.45, "ms": 0.25, "ss": 0.1})
-    flights_per_day: dict = field(default_factory=lambda: {"ll": 1.4, "lm": 0.9, "ls": 0.55, "mm": 0.6, "ms": 0.45, "ss": 0.35})
+    route_prob: dict = field(default_factory=lambda: {"ll": 0.9, "lm": 0.7, "ls": 0.4, "mm": 0.45, "ms": 0.25,
+                                                      "ss": 0.1})
+    flights_per_day: dict = field(default_factory=lambda: {"ll": 1.4, "lm": 0.9, "ls": 0.55, "mm": 0.6, "ms": 0.45,
+                                                           "ss": 0.35})
     missing_road_prob: float = 0.02
 
 
@@ -242,7 +250,9 @@ def generate_database(seed: int = 0, config: SandboxConfig | None = None) -> San
     for c in city_names:
         lo, hi = cfg.restaurants_per_city[size[c]]
         k = int(rng.integers(lo, hi + 1))
-        names = _unique_names(rng, k, lambda r: f"{_pick(r, vocab.RESTAURANT_FIRST)} {_pick(r, vocab.RESTAURANT_SECOND)}", forbidden)
+        names = _unique_names(rng, k,
+                              lambda r: f"{_pick(r, vocab.RESTAURANT_FIRST)} {_pick(r, vocab.RESTAURANT_SECOND)}",
+                              forbidden)
         weights = rng.dirichlet(np.full(len(all_cuisines), 0.55))
         for name in names:
             m = 1 + int(rng.binomial(3, 0.4))
@@ -261,13 +271,15 @@ def generate_database(seed: int = 0, config: SandboxConfig | None = None) -> San
             rt = str(rt)
             name = _unique_names(
                 rng, 1,
-                lambda r: f"{_pick(r, vocab.LODGING_FIRST)} {_pick(r, vocab.LODGING_KIND[rt])} {_pick(r, vocab.LODGING_TAIL)}",
+                lambda r: (f"{_pick(r, vocab.LODGING_FIRST)} {_pick(r, vocab.LODGING_KIND[rt])} "
+                           f"{_pick(r, vocab.LODGING_TAIL)}"),
                 forbidden, used,
             )[0]
             mean = {"Entire home/apt": 430.0, "Private room": 210.0, "Shared room": 95.0}[rt]
             p = float(np.clip(round(mean * level[c] * np.exp(rng.normal(0, 0.5))), 35, 1200))
             occ = 1 if rt == "Shared room" else (int(rng.integers(1, 3)) if rt == "Private room"
-                                                  else int(rng.choice([2, 3, 4, 5, 6, 8], p=[.25, .2, .25, .12, .12, .06])))
+                                                  else int(rng.choice([2, 3, 4, 5, 6, 8],
+                                                                      p=[.25, .2, .25, .12, .12, .06])))
             mn = float(rng.choice([1, 2, 3, 4, 5, 7, 10, 14, 30], p=[.3, .2, .14, .08, .06, .08, .04, .05, .05]))
             rules = [r for r in ("smoking", "parties", "children under 10", "visitors", "pets") if rng.random() < 0.3]
             if not rules:
@@ -278,14 +290,18 @@ def generate_database(seed: int = 0, config: SandboxConfig | None = None) -> San
 
         lo, hi = cfg.attractions_per_city[size[c]]
         k = int(rng.integers(lo, hi + 1))
-        names = _unique_names(rng, k, lambda r: f"{_pick(r, vocab.ATTRACTION_FIRST)} {_pick(r, vocab.ATTRACTION_KIND)}", forbidden)
+        names = _unique_names(rng, k,
+                              lambda r: f"{_pick(r, vocab.ATTRACTION_FIRST)} {_pick(r, vocab.ATTRACTION_KIND)}",
+                              forbidden)
         x, y = xy[c]
         for name in names:
             lat = round(25.0 + y / 111.0 + float(rng.normal(0, 0.03)), 5)
             lon = round(-124.0 + x / 85.0 + float(rng.normal(0, 0.03)), 5)
-            addr = f"{int(rng.integers(1, 2000))} {_pick(rng, vocab.STREETS)}, {c}, {cities[c]} {int(rng.integers(10000, 99999))}"
+            addr = (f"{int(rng.integers(1, 2000))} {_pick(rng, vocab.STREETS)}, {c}, {cities[c]} "
+                    f"{int(rng.integers(10000, 99999))}")
             phone = f"+1 555-{int(rng.integers(100, 999))}-{int(rng.integers(1000, 9999))}"
-            site = "https://www." + "".join(ch for ch in name.lower() if ch.isalnum()) + f"-{c.lower().replace(' ', '')}.example"
+            site = ("https://www." + "".join(ch for ch in name.lower() if ch.isalnum())
+                    + f"-{c.lower().replace(' ', '')}.example")
             arows.append((name, lat, lon, addr, phone, site, c))
 
     restaurants = pd.DataFrame(rrows, columns=COLUMNS["restaurants"])

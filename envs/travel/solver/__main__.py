@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> None:
     for k in ("delivery_rate", "commonsense_micro", "commonsense_macro", "hard_micro", "hard_macro", "final_pass"):
         print(f"{k:<17} {s[k]:.3f}   {sq[k]:.3f}")
     if slack:
-        print(f"budget / optimal cost: min {min(slack):.2f}, median {sorted(slack)[len(slack) // 2]:.2f}, max {max(slack):.2f}")
+        print(f"budget / optimal cost: min {min(slack):.2f}, median {sorted(slack)[len(slack) // 2]:.2f}, "
+              f"max {max(slack):.2f}")
     bad = [e for e in evs if not e.final_pass]
     for e in bad[:5]:
         print(f"query {e.query_id} fails: {e.violations()}")

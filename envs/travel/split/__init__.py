@@ -20,7 +20,8 @@ FRACTIONS = {"validation": 0.2, "test": 0.2}
 SPLIT_DIR = Path(__file__).resolve().parent.parent / "splits"  # envs/travel/splits/
 
 
-def make_split(queries: list[TravelQuery], seed: int = 0, fractions: dict[str, float] | None = None) -> dict[str, list[int]]:
+def make_split(queries: list[TravelQuery], seed: int = 0,
+               fractions: dict[str, float] | None = None) -> dict[str, list[int]]:
     """Query ids per part; every (level, days) stratum is split with the same fractions
     (:func:`envs.splitting.stratified_split`)."""
     return stratified_split([(q.level, q.days) for q in queries], seed, {**FRACTIONS, **(fractions or {})},

@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from envs.travel.plans import PlanParseError, parse_plan
-from rltf.flows.engine.database import Database
-from rltf.flows.engine.config import FlowConfig
-from rltf.flows.engine.errors import NodeRetry
-from rltf.flows.engine.program import Ask, run_program
 from rltf.flows.agents.agent_setup import delivered
 from rltf.flows.agents.react import PLAN_FORMAT
 from rltf.flows.agents.travel_nodes import FlowRun
+from rltf.flows.engine.config import FlowConfig
+from rltf.flows.engine.database import Database
+from rltf.flows.engine.errors import NodeRetry
+from rltf.flows.engine.program import Ask, run_program
 
 __all__ = ["run_flat"]
 

@@ -9,8 +9,8 @@ One query is one pass of a :class:`~rltf.flows.engine.flow.Flow`:
    moves (:func:`~envs.travel.routes.schedules`), ``manager.transport`` the transport family
    (flights and taxis, or self-driving: what makes "non-conflicting transportation" local to each
    leg). The last one's after-query *builds the meta-task graph* from those answers and adds it to
-   the pass (AgentKit's dynamic graph, :mod:`~rltf.flows.agents.mtp_graph`): one meta-task per transport leg, per stay (accommodation),
-   per meal of each full day (and, when the query asks for cuisines, an optional meal on travel
+   the pass (AgentKit's dynamic graph, :mod:`~rltf.flows.agents.mtp_graph`): one meta-task per transport leg, per stay
+   (accommodation), per meal of each full day (and, when the query asks for cuisines, an optional meal on travel
    days), per full day's attraction. Each meta-task carries its local constraints (transportation
    rule and family; room type, house rule, minimum nights; cuisines still to cover and no repeated
    restaurant; no repeated attraction); the budget stays global, for the deliverer. Edges: leg j
@@ -53,12 +53,18 @@ from rltf.flows.agents.mtp_candidates import candidates, missing_cuisines
 from rltf.flows.agents.mtp_credit import local_results
 from rltf.flows.agents.mtp_graph import MetaTask, decompose, graph_record
 from rltf.flows.agents.mtp_rewrite import rewrite
-from rltf.flows.agents.travel_nodes import (FlowRun, attraction_text, constraints_text, option_lines, route_text,
-                                            schedule_text)
+from rltf.flows.agents.travel_nodes import (
+    FlowRun,
+    attraction_text,
+    constraints_text,
+    option_lines,
+    route_text,
+    schedule_text,
+)
 from rltf.flows.backends.base import Message, Sampling
-from rltf.flows.engine.database import Database
 from rltf.flows.engine.config import FlowConfig
 from rltf.flows.engine.context import NodeContext
+from rltf.flows.engine.database import Database
 from rltf.flows.engine.errors import NodeFail
 from rltf.flows.engine.flow import Flow
 from rltf.flows.engine.graph import Node
@@ -309,7 +315,8 @@ class MetaTaskPlanning:
         result = flow.run(trace_path=trace_path)
         plan = result["deliverer"].value if "deliverer" in result.results and result["deliverer"].ok else None
         error = None if plan is not None else "; ".join(f"{r.name}: {r.error}" for r in result.failures()) or None
-        return FlowRun(plan, result, error, {"graph": flow.db.get("mtp.graph"), "delivered": flow.db.get("mtp.delivered"),
+        return FlowRun(plan, result, error, {"graph": flow.db.get("mtp.graph"),
+                                             "delivered": flow.db.get("mtp.delivered"),
                                              "local": self.local_results()})
 
 

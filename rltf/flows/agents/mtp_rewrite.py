@@ -14,7 +14,8 @@ __all__ = ["rewrite"]
 
 
 def rewrite(q: TravelQuery, t: MetaTask, prev: dict[str, Any], missing: list[str]) -> str:
-    """``t`` rewritten with ``prev`` (its predecessor's outcome) and ``missing`` (the wanted cuisines not covered yet)."""
+    """``t`` rewritten with ``prev`` (its predecessor's outcome) and ``missing`` (the wanted cuisines not covered
+    yet)."""
     party = f"{q.people_number} {'person' if q.people_number == 1 else 'people'}"
     s = P.REWRITE[t.kind].format(task=t.id, a=t.leg[0], b=t.leg[1], day=t.day, date=q.date[t.day - 1], party=party,
                                  city=t.city, nights=len(t.days), first=t.days[0] if t.days else "",

@@ -21,8 +21,8 @@ expanding the solution -- a structure keyed by the objectives (``db["okr.solutio
 choosing a value for every slot of its objective still empty (``r<round>.<slot>``: a choice
 among the search tools' results, cheapest first; the route agent chooses the cities and the
 schedule); reviewing it against its own criterion and every preceding agent's (the working
-criteria, :mod:`~rltf.flows.agents.okr_review`; ``criteria: evaluator``: the evaluator's verdicts on the partial plan, each failed
-constraint with its reason; ``criteria: model``: the model answers ``pass`` or which slot to
+criteria, :mod:`~rltf.flows.agents.okr_review`; ``criteria: evaluator``: the evaluator's verdicts on the partial plan,
+each failed constraint with its reason; ``criteria: model``: the model answers ``pass`` or which slot to
 revise); and revising (``r<round>.revise<k>.<slot>``: a choice among the alternatives that fix
 the violation without breaking a criterion that held, up to ``max_revisions`` slots). Refinement
 repeats the execution ``rounds`` times on the solution so far and keeps the best-scored version
@@ -42,12 +42,19 @@ from rltf.flows.agents import okr_prompts as P
 from rltf.flows.agents.agent_setup import AgentSetup, delivered
 from rltf.flows.agents.okr_review import fixes, review, score
 from rltf.flows.agents.okr_solution import Slot, Solution
-from rltf.flows.agents.okr_tree import (FIELDS, OBJECTIVES, Agent, agent_tree, candidate_key_results,
-                                        key_result_choices, objective_orders)
+from rltf.flows.agents.okr_tree import (
+    FIELDS,
+    OBJECTIVES,
+    Agent,
+    agent_tree,
+    candidate_key_results,
+    key_result_choices,
+    objective_orders,
+)
 from rltf.flows.agents.travel_nodes import FlowRun, option_lines, route_text, schedule_text
 from rltf.flows.backends.base import Sampling
-from rltf.flows.engine.database import Database
 from rltf.flows.engine.config import FlowConfig
+from rltf.flows.engine.database import Database
 from rltf.flows.engine.program import Ask, run_program
 
 __all__ = ["OBJECTIVES", "Agent", "OKRAgent", "candidate_key_results", "run_okr"]

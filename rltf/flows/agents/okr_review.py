@@ -26,7 +26,8 @@ class Review:
     blamed: list[tuple[str, str]] = field(default_factory=list)
 
 
-def verdicts(evaluator, sol: Solution, names: Sequence[str], values: dict[str, str] | None = None) -> dict[str, Verdict]:
+def verdicts(evaluator, sol: Solution, names: Sequence[str],
+             values: dict[str, str] | None = None) -> dict[str, Verdict]:
     """The evaluator's verdict of each named constraint on the (partial) plan of ``values``;
     complete information is not judged before every slot has a value."""
     values = sol.values if values is None else values

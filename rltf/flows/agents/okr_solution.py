@@ -85,7 +85,8 @@ class Solution:
         """The solution keyed by objectives (what the database, and so the trace, keeps)."""
         sol: dict[str, Any] = {"route": list(self.route.current_cities) if self.route else None}
         for obj in ("transport", "accommodation", "dining", "sightseeing"):
-            sol[obj] = {sid: self.values[sid] for sid, s in self.slots.items() if s.objective == obj and sid in self.values}
+            sol[obj] = {sid: self.values[sid] for sid, s in self.slots.items()
+                        if s.objective == obj and sid in self.values}
         if self.route is not None:
             sol["budget"] = {"total": self.cost(), "limit": self.cat.q.budget}
         return sol

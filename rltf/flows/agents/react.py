@@ -100,7 +100,8 @@ class ReActAgent:
             a, b, mode = args
             r = tools.distance(a, b, mode)
             if r["cost"] is not None:
-                self.ground.setdefault((a, b), []).append(ground_text(mode, a, b, r["duration"], r["distance"], r["cost"]))
+                self.ground.setdefault((a, b), []).append(ground_text(mode, a, b, r["duration"], r["distance"],
+                                                                      r["cost"]))
         elif name == "AccommodationSearch":
             self.hotels[args[0]] = [o.text for o in self.cat.hotels(args[0])]
         elif name == "RestaurantSearch":
@@ -174,7 +175,8 @@ class ReActAgent:
 
     def _plan(self) -> Iterator[Ask]:
         gathered = self.gathered()
-        self.db["react.gathered"] = {"route_cities": gathered.route_cities, "legs": [f"{a}|{b}" for a, b in gathered.transport],
+        self.db["react.gathered"] = {"route_cities": gathered.route_cities,
+                                     "legs": [f"{a}|{b}" for a, b in gathered.transport],
                                      "hotels": {k: len(v) for k, v in gathered.accommodations.items()},
                                      "restaurants": {k: len(v) for k, v in gathered.restaurants.items()},
                                      "attractions": {k: len(v) for k, v in gathered.attractions.items()}}
@@ -196,7 +198,8 @@ class ReActAgent:
             except PlanParseError as e:
                 raise NodeRetry(f"That is not a plan ({e}). {PLAN_FORMAT}") from None
 
-        notes = "\n".join(f"{t['action']}: {t['observation'][: self.settings.observation_chars]}" for t in self.trajectory)
+        notes = "\n".join(f"{t['action']}: {t['observation'][: self.settings.observation_chars]}"
+                          for t in self.trajectory)
         plan = yield self._ask("plan", f"Gathered information:\n{notes}\nPlanner: {PLAN_FORMAT}", parse=parse)
         return plan
 

@@ -36,13 +36,27 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from constrained_decoding.decode import DecodedPlan, forced_plan, greedy_plans, sample_plans
 from constrained_decoding.encoder_memo import EncoderMemo
-from constrained_decoding.prompts import (Conversation, encode_formatted, encode_prompts, format_prompt,
-                                         uses_chat_template)
+from constrained_decoding.prompts import (
+    Conversation,
+    encode_formatted,
+    encode_prompts,
+    format_prompt,
+    uses_chat_template,
+)
 from constrained_decoding.protocol import Grammar
 from constrained_decoding.row_draws import RowDraws, categorical
 from constrained_decoding.rows import GrammarError
-from rltf.flows.backends.base import (BackendError, Choices, Completion, GrammarArg, Message, Sampling,
-                                      check_messages, per_item, render_plain)
+from rltf.flows.backends.base import (
+    BackendError,
+    Choices,
+    Completion,
+    GrammarArg,
+    Message,
+    Sampling,
+    check_messages,
+    per_item,
+    render_plain,
+)
 from rltf.flows.engine.choice import choice_grammar
 
 __all__ = ["ChatTemplate", "LocalModelBackend", "as_conversation"]

@@ -4,7 +4,8 @@ It implements the backend interface exactly (a test double): every message list 
 recorded in ``calls`` (with its grammar in ``grammars``), and each item consumes the next entry
 of the script: a string (the answer), an exception instance (raised, as a failing endpoint
 would), or a callable ``messages -> str`` (an answer computed from the prompt). A callable script
-answers every item; an exhausted script is a :class:`BackendError` (not retried). Token counts are whitespace-separated words, so tests can predict them.
+answers every item; an exhausted script is a :class:`BackendError` (not retried). Token counts are whitespace-separated
+words, so tests can predict them.
 """
 
 from __future__ import annotations

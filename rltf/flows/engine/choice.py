@@ -40,7 +40,8 @@ class ChoiceGrammar(RowLanguageGrammar):
         if not opts or not all(isinstance(o, str) and o for o in opts):
             raise GrammarError(f"a choice grammar needs a non-empty list of non-empty strings, got {options!r}")
         if len(set(opts)) != len(opts):
-            raise GrammarError(f"a choice grammar has duplicate options: {sorted({o for o in opts if opts.count(o) > 1})}")
+            raise GrammarError("a choice grammar has duplicate options: "
+                               f"{sorted({o for o in opts if opts.count(o) > 1})}")
         self.options = opts
         self._index = {o: i for i, o in enumerate(opts)}
         self.rows = build_row_languages(tokenizer, [[RowText(i, o) for i, o in enumerate(opts)]],

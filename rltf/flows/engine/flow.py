@@ -299,7 +299,8 @@ class Flow:
                 g = g(ctx)
             if not getattr(self.backend, "supports_grammar", False):
                 raise BackendError(f"node {node.name!r} needs a grammar but the backend {self.backend!r} cannot "
-                                   "constrain its output (use choices=..., validated by the engine, or a local backend)")
+                                   "constrain its output (use choices=..., validated by the engine, or a local "
+                                   "backend)")
             return None, g
         return None, None
 

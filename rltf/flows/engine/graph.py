@@ -15,10 +15,11 @@ __all__ = ["AfterQueryFn", "ComposeFn", "Edge", "EdgeKind", "Node", "find_cycle"
 
 EdgeKind = Literal["data", "order"]
 
-# a node's functions take its NodeContext (rltf.flows.engine.context, which is built on this module)
-ComposeFn = Callable[["NodeContext"], list[Message]]
-AfterQueryFn = Callable[["NodeContext", str], Any]
-Dynamic = Callable[["NodeContext"], Any]
+# a node's functions take its NodeContext (rltf.flows.engine.context, which is built on this module): named by
+# string only, since importing it here (even under TYPE_CHECKING) would make an import cycle
+ComposeFn = Callable[["NodeContext"], list[Message]]  # noqa: F821
+AfterQueryFn = Callable[["NodeContext", str], Any]  # noqa: F821
+Dynamic = Callable[["NodeContext"], Any]  # noqa: F821
 
 
 @dataclass

@@ -106,7 +106,8 @@ class PassTrace:
         for n in self.nodes:
             if n.name == name:
                 return n
-        raise KeyError(f"no node {name!r} in the trace of pass {self.pass_index} (nodes: {[n.name for n in self.nodes]})")
+        raise KeyError(f"no node {name!r} in the trace of pass {self.pass_index} "
+                       f"(nodes: {[n.name for n in self.nodes]})")
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(dataclasses.asdict(self))

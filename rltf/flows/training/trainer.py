@@ -42,8 +42,9 @@ With ``flow.roles: lora`` every role decodes and is scored with its own LoRA ada
 base model (:class:`rltf.flows.training.roles.RoleAdapters`); the loss sums over roles, so the adapters
 train together in one optimizer step. The optimizer, baseline, KL reference, loop, checkpoints,
 resume and the periodic validation are a :class:`rltf.rl.training_state.TrainingState` run by the
-:class:`rltf.rl.training_state.Trainer` both trainers extend: ``validate(planner)`` (the main job's: :func:`rltf.stages.flow_job.flow_validation`,
-the flow with greedy decisions on validation queries) scores the planner at step 0 and every
+:class:`rltf.rl.training_state.Trainer` both trainers extend: ``validate(planner)`` (the main job's:
+:func:`rltf.stages.flow_job.flow_validation`, the flow with greedy decisions on validation queries) scores the
+planner at step 0 and every
 ``rltf.eval_every`` steps, and ``rltf.select: best_validation`` hands on the best step's weights
 (role adapters included).
 """
@@ -183,7 +184,8 @@ class FlowRLTFTrainer:
                 g = torch.Generator(device="cpu")  # host-side seed draws, whatever the model's device
                 g.manual_seed(int(np.random.default_rng([sample_seed, ti, k]).integers(2**62)))
                 generators.append(g)
-                jobs.append(lambda backend, task_id=task.id: roll_out(self.method, self.env, task_id, backend, self.flow))
+                jobs.append(lambda backend, task_id=task.id: roll_out(self.method, self.env, task_id, backend,
+                                                                      self.flow))
         self.backend.encoder_memo = memo
         try:
             return PassBatch(self.backend, self.flow.backend.batch_size).run(jobs, generators)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
-
-import warnings
 
 import numpy as np
 

@@ -8,9 +8,9 @@ from functools import lru_cache
 import cv2
 import numpy as np
 
-from envs.openagi.task_data.images import LUMA, TRAIN_PHOTOS, train_photo_crops
 from envs.openagi.lite.image.caching import _cached
 from envs.openagi.lite.image.common import _rgb, _ycbcr
+from envs.openagi.task_data.images import LUMA, TRAIN_PHOTOS, train_photo_crops
 
 COLOR_SMOOTH = 0.25
 """Chroma is smoothed with a Gaussian of sigma = this x the image's longer side."""

@@ -10,7 +10,6 @@ from functools import lru_cache
 import numpy as np
 
 from envs.openagi.lite.image.common import shape_groups
-
 from envs.openagi.task_data.images import BLUR_SIGMA
 
 DEBLUR_SIGMA = BLUR_SIGMA

@@ -3,7 +3,7 @@ image (Donoho's MAD).
 
 :func:`denoise` is one image through ``skimage.restoration.denoise_wavelet``; :func:`denoise_batch`
 (what the registry runs) is the same computation for a batch, every channel of every same-sized
-image in one PyWavelets transform: bit for bit the same outputs (``tests/test_reward_batched.py``).
+image in one PyWavelets transform: bit for bit the same outputs (``tests/envs/openagi/test_reward_batched.py``).
 """
 
 from __future__ import annotations

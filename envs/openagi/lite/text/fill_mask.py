@@ -13,9 +13,9 @@ from functools import lru_cache
 import numpy as np
 
 from envs.openagi.lite.text.common import (
+    _TOKEN_RE,
     BOS,
     EOS,
-    _TOKEN_RE,
     _check_texts,
     _is_word,
     content_words,

@@ -1,0 +1,21 @@
+"""Two CPU processes (torchrun + gloo): tasks are sharded, gradients averaged, only rank 0 writes."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.two_processes import torchrun2
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_two_process_cpu_training(tmp_path):
+    torchrun2("tests/ddp_worker.py", tmp_path)
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert r0["world"] == r1["world"] == 2
+    assert r0["params"] == r1["params"] and r0["sum"] == r1["sum"]  # gradients were synchronised
+    assert all(a != b for a, b in zip(r0["tasks"], r1["tasks"]))  # each rank had its own shard
+    ckpts = sorted(p.name for p in (tmp_path / "ddp" / "rltf").iterdir())
+    assert ckpts == ["checkpoint-3", "latest"]  # written once, by rank 0, atomically (no temp dirs left)
