@@ -14,6 +14,7 @@ Where ``fcntl`` does not exist (Windows) runs are not locked.
 
 from __future__ import annotations
 
+import atexit
 import os
 from pathlib import Path
 from typing import IO
@@ -58,6 +59,14 @@ def lock_run_folder(run_dir: str | os.PathLike) -> None:
     handle.write(f"{os.getpid()}\n")
     handle.flush()
     _held[key] = handle
+
+
+@atexit.register
+def _release_all() -> None:
+    """At exit, close every lock this process still holds (the lock ends with the process anyway;
+    closing it here keeps interpreter shutdown from reporting an unclosed file)."""
+    for run_dir in list(_held):
+        release_run_folder(run_dir)
 
 
 def release_run_folder(run_dir: str | os.PathLike) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 import pytest
@@ -180,7 +181,7 @@ def test_encoded_rows_are_remembered_per_tokenizer_and_forgotten_when_its_vocabu
     changes what the tokenizer gives, and the memo must follow it."""
     from constrained_decoding.rows import encode_texts
 
-    tok = bpe_tokenizer()
+    tok = copy.deepcopy(bpe_tokenizer())  # (the shared tokenizer of tiny_models is left as it is)
     texts = ["Image Denoising, Image Deblurring", "Text Summarization"] * 3
     first = encode_texts(tok, texts)
     assert first == [tuple(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]]

@@ -84,13 +84,13 @@ def test_sft_entry_point_writes_a_reloadable_planner(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_tool_named_only_in_the_config_is_planned_executed_and_rewarded(tmp_path, monkeypatch):
-    """``env.tools: [tests.test_env_factory:register_echo]``: the embedded tokenizer learns its name,
+    """``env.tools: [tests.envs.test_env_factory:register_echo]``: the embedded tokenizer learns its name,
     the decoder samples plans with it from the env's registry, the env executes them and rewards
     them, and the planner learns from them, in a 2-step run of ``train/rltf.py``."""
     from rltf.planners.planner import Planner
     from rltf.rl.trainer import RLTFTrainer
     from rltf.run.checkpoint import MODEL_DIR, latest_checkpoint
-    from tests import test_env_factory
+    from tests.envs import test_env_factory
 
     batches = []
     train_step = RLTFTrainer.train_step
@@ -104,7 +104,7 @@ def test_a_tool_named_only_in_the_config_is_planned_executed_and_rewarded(tmp_pa
     test_env_factory.CALLS.clear()
     args = [f"output_dir={tmp_path}", "run_name=echo", f"planner.embedded.dir={tmp_path / 'embedded'}",
             *TINY, "sft.enabled=false", "rltf.tasks_per_batch=4", "rltf.k_samples=8", "rltf.eval_every=0",
-            "eval.schemas=[rltf]", "env.tools=[tests.test_env_factory:register_echo]"]
+            "eval.schemas=[rltf]", "env.tools=[tests.envs.test_env_factory:register_echo]"]
     summary, out = _run_printing(run, load_config(args))
     assert out[-1].startswith("held-out overall: rltf=")
 
