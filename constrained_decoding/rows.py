@@ -8,9 +8,9 @@ DFA of all languages is built with one start state per language (:func:`constrai
 
 *Tokenisation in context.* Whatever the tokenizer does at word boundaries (``▁Image`` vs
 ``Image``, byte-level ``ĠImage``, WordPiece ``##`` pieces, BPE merges across ``", "`` or ``)``)
-the allowed sequences are exactly the ones teacher forcing sees. Rows that tokenise to ``<unk>``
-or two texts that tokenise identically (a lowercasing tokenizer) are :class:`GrammarError`\\ s
-that name the cause.
+the allowed sequences are exactly the ones teacher forcing sees. Rows that tokenise to ``<unk>``,
+two texts that tokenise identically (a lowercasing tokenizer) and one text listed twice in a
+language (two entries with the same name) are :class:`GrammarError`\\ s that name the cause.
 """
 
 from __future__ import annotations
@@ -127,6 +127,18 @@ class RowLanguages:
         return len(self._tokens[language])
 
 
+def _same_ids(tokenizer, first: str, second: str, where: str) -> str:
+    """Why two rows of one language have the same token ids: the same text given twice (the
+    grammar's builder listed one row twice -- two table rows with the same name, say), or two
+    texts the tokenizer does not tell apart."""
+    if first == second:
+        return (f"{where} lists the row {first!r} twice (two entries that write the same text, such as two "
+                "table rows with the same name): the decoder can only offer it once, so its builder should "
+                "list each text once")
+    return (f"{type(tokenizer).__name__} gives the same token ids to {first!r} and {second!r}: the decoder "
+            "could not tell these plans apart (a lowercasing tokenizer with tool names that differ only in case?)")
+
+
 def _row_culprit(text: str) -> str:
     return f"the row text {text!r}"
 
@@ -154,11 +166,7 @@ def build_row_languages(tokenizer, languages: Sequence[Sequence[RowText]], *, wh
             raise GrammarError(f"{type(tokenizer).__name__} encodes the row {row.text!r} to no tokens")
         seq = tuple(ids) + ((eos,) if row.eos else ())
         if seq in meanings[k]:
-            raise GrammarError(
-                f"{type(tokenizer).__name__} gives the same token ids to {texts[k][seq]!r} and {row.text!r}: "
-                "the decoder could not tell these plans apart (a lowercasing tokenizer with tool names "
-                "that differ only in case?)"
-            )
+            raise GrammarError(_same_ids(tokenizer, texts[k][seq], row.text, where))
         meanings[k][seq], texts[k][seq] = row.meaning, row.text
         tokens_of[k][row.meaning] = seq
     dfa, starts = build_dfa([list(m) for m in meanings], pad_id=pad)

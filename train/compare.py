@@ -14,6 +14,9 @@ name); a run whose results exist is not run again, so a killed comparison contin
 stopped. Writes ``compare.md``, ``compare.json`` and ``compare.png`` (held-out score and train
 reward vs plans sampled) into ``<output_dir>/<name>/``.
 
+Ctrl-C (SIGINT) stops the run in progress first (:mod:`rltf.comparison.runs`), then prints one
+``error: interrupted`` line and exits with status 130.
+
 Recipe arguments: ``suite``, ``name``, ``output_dir`` (``checkpoints``), ``seeds`` (a count, or a
 list ``[0,2]``), ``arms`` (a list of arm names), ``report_only``, ``dry_run``; any other
 ``key=value`` is passed to every arm.
@@ -50,7 +53,10 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
         if not eq:
             raise ConfigError(f"argument {raw!r}: expected key=value")
         if key in RECIPE_KEYS:
-            opts[key] = yaml.safe_load(value) if key not in ("suite", "name", "output_dir") else value
+            try:
+                opts[key] = yaml.safe_load(value) if key not in ("suite", "name", "output_dir") else value
+            except yaml.YAMLError as e:  # a control character...
+                raise ConfigError(f"cannot parse argument {raw!r}: {' '.join(str(e).split())}") from None
         else:
             extra.append(arg)
     if not opts["suite"]:
@@ -99,5 +105,17 @@ def main(argv: list[str] | None = None) -> dict:
     return summary
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+
+
+INTERRUPTED = ("error: interrupted (SIGINT): the run in progress was stopped first; run the same command again "
+               "to continue where it stopped")
+
+
 if __name__ == "__main__":
-    run_cli(main)  # user-facing errors: one line on stderr, exit status 2
+    try:
+        run_cli(main)  # user-facing errors: one line on stderr, exit status 2
+    except KeyboardInterrupt:  # rltf.comparison.runs ended the run in progress before raising it
+        sys.stdout.flush()
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None

@@ -28,6 +28,9 @@ It prints the table and writes ``eval.md`` / ``eval.json`` beside the planner fo
 (pass ``run_name=...``). The last lines say where, and ``held-out overall: planner=… oracle=…``.
 ``eval.json`` also records the ``planner`` evaluated (and, for a run folder, its ``selection``).
 
+``dry_run=true`` validates the config and prints what it would load and where it would write,
+loading, fetching (``smollm2`` on an empty cache) and writing nothing.
+
 ``eval.splits`` picks the held-out tasks: ``[test]`` (10 tasks on the lite suite), or
 ``[validation,test]`` for the union (18: one task moves the mean less); a split name other than
 train / validation / test is refused naming the key. Each schema's overall score comes with its
@@ -55,6 +58,7 @@ from rltf.planners.source import resolve_planner_source  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
 from rltf.run.tracking import configure_progress_bars  # noqa: E402
 from rltf.stages import plan_job as stages  # noqa: E402
+from rltf.stages.describe import describe_evaluation  # noqa: E402
 from rltf.stages.evaluated_planner import PLANNER_ROW, EvaluatedPlanner, evaluated_planner  # noqa: E402
 
 
@@ -65,7 +69,10 @@ def main(argv: list[str] | None = None) -> dict | None:
     if cfg.flow.enabled:  # agent flows (MTP, OKR-Agent, ReAct, flat) on the travel sandbox
         return evaluate_flows(argv)
     source = resolve_planner_source(cfg.planner.model)  # before anything loads; cfg stays as given
-    target = evaluated_planner(source, cfg.run_dir)
+    target = evaluated_planner(source, cfg.run_dir)  # refuses a run_dir that holds a training run
+    if cfg.dry_run:  # what it would load and write; loads, fetches and writes nothing
+        print(describe_evaluation(cfg, source, target.out_dir, str(target.model)))
+        return None
     run = stages.start(cfg, write_config=False)  # writes nothing into the run folder
     if target.run is not None:
         run.log(f"planner.model={target.run}: the run's rltf planner (rltf.select={target.selection['select']}, "

@@ -62,6 +62,7 @@ from rltf.config.loading import ConfigError, RunConfig, load_config  # noqa: E40
 from rltf.rl.training_state import VALIDATION_SCORE  # noqa: E402
 from rltf.run.tracking import write_json  # noqa: E402
 from rltf.stages import plan_job as stages  # noqa: E402
+from rltf.stages.describe import check_run_folder  # noqa: E402
 from rltf.stages.recipe import run_recipe  # noqa: E402
 
 DEFAULT_CONFIG = "configs/grpo-lite.yaml"
@@ -91,8 +92,9 @@ def check_run(cfg: RunConfig) -> None:
 
 
 def describe(cfg: RunConfig) -> str:
-    """What this recipe would load and do (``dry_run=true``); loads nothing."""
+    """What this recipe would load and do (``dry_run=true``); loads nothing. A folder holding a run: exit 2."""
     check_run(cfg)
+    check_run_folder(cfg)
     g, r, s, p = cfg.grpo, cfg.rltf, cfg.sft, cfg.planner
     warm = ("off" if not s.enabled else
             f"{s.epochs} epochs, lr {s.lr:g}, batch {s.batch_size}, "

@@ -8,7 +8,9 @@ evaluation of the flow (``rltf/stages/flow_job.py``).
     python train/rltf.py rltf.steps=50 seed=1
 
 With no arguments it runs the offline embedded default (``configs/default.yaml``) on the CPU.
-``dry_run=true`` validates the config and prints what the run would load (``rltf/stages/describe.py``).
+``dry_run=true`` validates the config and prints what the run would load (``rltf/stages/describe.py``);
+a run folder that already holds a run (without ``resume`` / ``overwrite``) is the launch's refusal,
+one ``error:`` line and exit status 2.
 Every stage is a function of ``rltf/stages/plan_job.py``. A resumed run (``resume=true``) reuses what
 earlier stages finished: the zero/few-shot results, the fine-tuned planner, the newest RLTF
 checkpoint.
@@ -25,7 +27,7 @@ from rltf.config.loading import RunConfig, load_config  # noqa: E402
 from rltf.planners.loading import check_kl_reference  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
 from rltf.stages import plan_job as stages  # noqa: E402
-from rltf.stages.describe import describe_run  # noqa: E402
+from rltf.stages.describe import check_run_folder, describe_run  # noqa: E402
 from rltf.stages.flow_job import describe_flow_job, run_flow_job  # noqa: E402
 from rltf.stages.recipe import run_recipe  # noqa: E402
 
@@ -58,7 +60,10 @@ def run(cfg: RunConfig) -> dict:
 
 
 def describe(cfg: RunConfig) -> str:
-    return describe_flow_job(cfg) if cfg.flow.enabled else describe_run(cfg)
+    if cfg.flow.enabled:
+        check_run_folder(cfg)  # a folder holding a run: the launch's refusal, as one line (exit 2)
+        return describe_flow_job(cfg)
+    return describe_run(cfg)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,11 +19,13 @@ import envs  # noqa: E402
 from rltf.config.loading import RunConfig, load_config  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
 from rltf.stages import plan_job as stages  # noqa: E402
+from rltf.stages.describe import check_run_folder  # noqa: E402
 from rltf.stages.recipe import run_recipe  # noqa: E402
 
 
 def describe(cfg: RunConfig) -> str:
-    """What this recipe would load and do (``dry_run=true``); loads nothing."""
+    """What this recipe would load and do (``dry_run=true``); loads nothing. A folder holding a run: exit 2."""
+    check_run_folder(cfg)
     s, p = cfg.sft, cfg.planner
     return "\n".join([
         f"dry run of train/sft.py {cfg.run_name!r}: the configuration is valid; nothing was loaded "

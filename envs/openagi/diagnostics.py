@@ -15,10 +15,24 @@ def plan_tools(plan_text: str) -> set[str]:
     return {t.strip("() ") for t in plan_text.replace(")", ",").split(",")} - {""}
 
 
+def error_tool(error: str, tools: set[str]) -> str:
+    """The tool a sample error names: the longest of the plan's ``tools`` it starts with (tool names
+    hold spaces: ``"Image Deblurring returned an array holding NaN..."`` -> ``"Image Deblurring"``);
+    without one, the text before ``" raised "`` / ``" returned "``."""
+    named = [t for t in tools if error.startswith(t + " ")]
+    if named:
+        return max(named, key=len)
+    for verb in (" raised ", " returned "):
+        if verb in error:
+            return error.split(verb, 1)[0]
+    return error.split(" (", 1)[0]
+
+
 def expert_failures(results: Sequence) -> tuple[float, list[str]]:
     """``(fraction of the executed samples of valid plans an expert failed on, one warning per tool that
-    failed on every call of this batch)``. A sample error reads ``"<tool> raised ..."``; a tool
-    "worked" when a plan using it had a sample without an error."""
+    failed on every call of this batch)``. A sample error reads ``"<tool> raised ..."`` or ``"<tool>
+    returned <what>"`` (an unusable output; :func:`error_tool` finds the tool); a tool "worked" when a
+    plan using it had a sample without an error."""
     executed = failed = 0
     failing: dict[str, int] = {}  # tool -> samples it failed on
     worked: set[str] = set()  # tools of plans with at least one successful sample
@@ -28,14 +42,16 @@ def expert_failures(results: Sequence) -> tuple[float, list[str]]:
         executed += len(r.sample_errors)
         errs = [e for e in r.sample_errors if e is not None]
         failed += len(errs)
+        tools = plan_tools(r.plan_text)
         for e in errs:
-            tool = e.split(" raised ", 1)[0]
+            tool = error_tool(e, tools)
             failing[tool] = failing.get(tool, 0) + 1
         if len(errs) < len(r.sample_errors):
             worked.update(plan_tools(r.plan_text))
     warnings = []
     for tool, n in failing.items():
         if tool not in worked:
-            example = next(e for r in results if r.valid for e in r.sample_errors if e and e.startswith(tool))
+            example = next(e for r in results if r.valid for e in r.sample_errors
+                           if e and error_tool(e, plan_tools(r.plan_text)) == tool)
             warnings.append(f"expert {tool!r} failed on every call ({n} samples): {example[:EXAMPLE_CHARS]}")
     return (failed / executed if executed else 0.0), warnings

@@ -9,7 +9,10 @@ from one below (``tests/envs/travel/test_travel_layers.py`` checks every import 
    ``geography``, ``text`` (entity strings, parsed as the official code does), ``verdicts``
    (constraint names, a plan's evaluation)
 2. data: ``query`` (one query), ``plans`` (plan text), ``tasks``, ``sandbox`` (the database:
-   generate / export / load), ``config`` (the env's settings), ``reward`` (the shaped reward)
+   generate / export / load), ``config`` (the env's settings), ``reward`` (the shaped reward),
+   ``hub`` (the hub dataset's files read strictly; split names), ``reference_info`` (a query's
+   ``reference_information`` as its candidate database: sole-planning), ``cli`` (the commands' data
+   options and one-line errors)
 3. ``index`` (dict lookups over the database)
 4. lookups per query: ``eval_mode``, ``tools`` (search tools), ``candidates`` (per-query entities
    for a grammar), ``meal_costs``

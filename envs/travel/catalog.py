@@ -7,6 +7,8 @@ person, self-driving per car of 5, taxis per car of 4, rooms per night x ceil(pe
 occupancy)) and what a prompt shows about it (price, cuisines, room type, house rules, minimum
 nights). The agent flows (``rltf.flows.agents``) look everything up here, never in the evaluator
 or the solver. The texts are plain ASCII: the embedded planner's tokenizer knows printable ASCII only.
+A search lists each plan string once (the real tables repeat names within a city: the first row
+of a name is the one the evaluator judges).
 
 A :class:`Catalog` is one pass's view of its query; the views of one query may share a
 :class:`QueryTables` (:func:`envs.travel.catalog_memo.shared_catalog`): every search is run once
@@ -53,6 +55,14 @@ SKIP = Option("none", "-", 0.0, "skip this meal")
 """The ``-`` of an optional meal (a travel day's): it costs nothing and serves no cuisine."""
 
 
+def _one_per_text(options: list[Option]) -> tuple[Option, ...]:
+    """The options, the first of each plan string: rows of the real tables that repeat a name in a
+    city write the same ``"Name, City"``, which the evaluator reads as the first of them, so they
+    are one option (priced as that row)."""
+    seen: set[str] = set()
+    return tuple(o for o in options if not (o.text in seen or seen.add(o.text)))
+
+
 def money(x: float) -> str:
     """``$12`` for whole amounts, ``$12.50`` otherwise."""
     return f"${int(x)}" if float(x).is_integer() else f"${x:.2f}"
@@ -94,7 +104,7 @@ class Catalog:
         if key not in self._cache:
             shared = self.tables.results.get(key)
             if shared is None:
-                shared = self.tables.results[key] = tuple(find(*args))
+                shared = self.tables.results[key] = _one_per_text(find(*args))
             options = self._cache[key] = list(shared)
             for o in options:
                 self.by_text.setdefault(o.text, o)

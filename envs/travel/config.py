@@ -9,6 +9,8 @@ A run config reads them under ``env.travel`` (with ``env.name: travel``)::
         days: [3, 5, 7]         # keep queries of these lengths
         reward: {final_pass: 0.5, commonsense: 0.25, hard: 0.25}
         database_dir: null      # the real TravelPlanner database (the public repository's CSVs)
+        queries_source: osunlp/TravelPlanner   # or generated: queries generated over database_dir
+        flights: auto           # database_dir: its flights file when present, else generated
 
 :meth:`TravelEnvConfig.validate` names the bad key (``'env.travel.days'``) in its error.
 """
@@ -22,6 +24,8 @@ from common.config_fields import bound_errors, num
 from common.errors import UserError
 
 LEVELS = ("easy", "medium", "hard")
+FLIGHTS_MODES = ("auto", "generated", "file")
+GENERATED = "generated"  # queries_source: queries generated over database_dir
 DAYS = (3, 5, 7)
 
 
@@ -77,10 +81,16 @@ class TravelEnvConfig:
     queries come from queries_source); null: the synthetic sandbox built from seed."""
     queries_source: str = "osunlp/TravelPlanner"
     """database_dir set: the hub dataset id the queries are read from (the local cache), or a local
-    copy in its columns."""
+    copy in its columns; generated: 360 queries generated over database_dir's cities (a sandbox over
+    the real tables, split envs/travel/splits/real-seed<seed>.json; envs/travel/real_sandbox.py)."""
+    flights: str = "auto"
+    """database_dir set: auto -- the folder's flights/clean_Flights_2022.csv when present, else
+    flights generated from seed (envs/travel/flights.py; the public tables have none); generated --
+    always generated; file -- the file (an error when it is missing)."""
     queries_split: str = "validation"
-    """database_dir set: the split of queries_source that is read (then split train / validation /
-    test by seed)."""
+    """database_dir set (hub queries): hub -- the run's train / validation / test are the hub's own
+    splits; train, validation or test -- that hub split re-split by seed into <split>:re-split:train /
+    validation / test (the names envs.make, gym.make and flow.splits take; envs/travel/hub.py)."""
 
     def validate(self, section: str = "env.travel") -> None:
         for message in bound_errors(self, f"{section}."):
@@ -94,3 +104,9 @@ class TravelEnvConfig:
             raise TravelConfigError(f"bad value for '{section}.levels': {list(self.levels)!r}; expected a "
                                     f"non-empty list drawn from {list(LEVELS)}")
         self.reward.validate(f"{section}.reward")
+        if self.flights not in FLIGHTS_MODES:
+            raise TravelConfigError(f"bad value for '{section}.flights': {self.flights!r}; expected one of "
+                                    f"{list(FLIGHTS_MODES)}")
+        if self.queries_source == GENERATED and self.database_dir is None:
+            raise TravelConfigError(f"'{section}.queries_source: generated' needs '{section}.database_dir' (the "
+                                    "folder of the real tables the queries are generated over)")

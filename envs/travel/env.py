@@ -22,8 +22,11 @@ string a plan may use, and :meth:`TravelPlannerEnv.grammar` is the query's plan 
 constrained decoding built on them (``max_attractions`` per stay day); :meth:`reference_plan` is
 the exact solver's plan (for supervised warm start).
 
-``database_dir=`` loads the real TravelPlanner database from the public repository's CSVs and
-``queries_source=`` (default ``osunlp/TravelPlanner``, split ``queries_split``) its queries.
+``database_dir=`` loads the real TravelPlanner database from the public repository's CSVs (or,
+``database_dir="reference_information"``, sole-planning: the union of the queries' own reference
+rows, :mod:`envs.travel.reference_info`) and ``queries_source=`` (default ``osunlp/TravelPlanner``)
+the queries of ``split``: ``train`` / ``validation`` / ``test`` are the hub's splits,
+``<hub split>:re-split:<part>`` a part of its seeded re-split, ``all`` every query of ``queries_split``.
 """
 
 from __future__ import annotations
@@ -43,15 +46,17 @@ from envs.episodes import ansi_text, episode_task
 from envs.travel.candidates import query_candidates
 from envs.travel.config import RewardSettings
 from envs.travel.evaluator import PlanEvaluation, TravelEvaluator, summarize
+from envs.travel.hub import HUB_ID, parse_split_name
 from envs.travel.index import SandboxIndex
 from envs.travel.plans import MAX_PLAN_CHARS, format_plan
-from envs.travel.queries import default_queries, load_hub_queries
+from envs.travel.queries import default_queries
 from envs.travel.query import TravelQuery
+from envs.travel.reference_info import SOLE_PLANNING, union_database
 from envs.travel.reward import plan_reward
 from envs.travel.sandbox import load_database
 from envs.travel.schema import PLAN_FIELDS
 from envs.travel.solver import TravelSolver
-from envs.travel.split import SPLITS, load_split
+from envs.travel.split import SPLITS, hub_split, load_split
 from envs.travel.tasks import TravelTask
 from envs.travel.text import entity
 from envs.travel.tools import TravelTools
@@ -113,14 +118,23 @@ class TravelPlannerEnv(gym.Env):
         index: SandboxIndex | None = None,
         query_ids: Sequence[int] | None = None,
     ):
-        if split not in (*SPLITS, "all"):
-            raise ValueError(f"unknown split {split!r}; expected one of {', '.join((*SPLITS, 'all'))}")
-        if database_dir is not None:
-            self.index = index or SandboxIndex(load_database(database_dir))
-            all_q = list(queries) if queries is not None else load_hub_queries(
-                queries_source or "osunlp/TravelPlanner", queries_split)
-            self.query_ids = [q.id for q in all_q]  # the hub split is the split
+        if database_dir is not None:  # hub queries: split names as envs/travel/hub.py defines them
+            if split != "all":
+                parse_split_name(split)
+            if queries is not None:
+                all_q, rows = list(queries), []
+                self.query_ids = [q.id for q in all_q]
+            else:
+                all_q, rows, self.query_ids = hub_split(queries_source or HUB_ID,
+                                                        queries_split if split == "all" else split, seed)
+            if index is None and str(database_dir) == SOLE_PLANNING:
+                index = SandboxIndex(union_database((q, r.get("reference_information")) for q, r in zip(all_q, rows)))
+            self.index = index or SandboxIndex(load_database(database_dir, flights="auto", flights_seed=seed))
         else:
+            if split not in (*SPLITS, "all") and (queries is None or query_ids is None):
+                raise ValueError(f"unknown split {split!r}; expected one of {', '.join((*SPLITS, 'all'))} (the "
+                                 "synthetic sandbox's persisted split; <hub split>:re-split:<part> names need hub "
+                                 "queries: database_dir=)")
             if index is not None and queries is not None:
                 self.index, default = index, list(queries)
             else:

@@ -4,12 +4,18 @@ finds its sandbox row, how an attraction list splits, what a day's cities are an
 entity is in them. Every commonsense and hard rule (``commonsense.py``, ``hard_rules.py``) takes an
 :class:`EvalMode` as its first argument and reads the plan through it; the few quirks that live
 inside one rule are marked there.
+
+Names: quirk mode reads 'Name, City' with the official pattern (the name's last line) and takes the
+first row of the city whose name contains it; the default mode reads the whole name and takes the
+first row whose name is the same up to whitespace and Unicode normal form, so the real tables'
+names ending in a space or holding a newline are found, and a name a city repeats is one entity
+(its first row, the official code's choice too). Where the two differ on real data: ``evaluator.py``.
 """
 
 from __future__ import annotations
 
 from envs.travel.index import SandboxIndex
-from envs.travel.text import before_paren, from_to, name_city
+from envs.travel.text import before_paren, entity_name_city, from_to, name_city
 
 
 class EvalMode:
@@ -23,11 +29,12 @@ class EvalMode:
 
     def lookup(self, table, text: str):
         """(entity, number of matching rows) for a 'Name, City' string: quirk mode, the first row
-        of the city whose name contains the plan's name; else the exact name."""
-        name, city = name_city(text)
+        of the city whose name contains the plan's name (the official pattern's name: the last
+        line before the last comma, stripped); else the first row of that name, read whole, up to
+        whitespace and Unicode normal form (:meth:`~envs.travel.index.NameTable.get`), counted once."""
         if self.quirks:
-            return table.find(name, city)
-        e = table.get(name, city)
+            return table.find(*name_city(text))
+        e = table.get(*entity_name_city(text))
         return e, int(e is not None)
 
     def attraction_items(self, value: str) -> list[str]:

@@ -11,19 +11,39 @@ Every failed constraint carries its reason (the day and the entity).
 Two modes:
 
 * ``official_quirks=True`` reproduces the current official code's verdicts byte for byte, including
-  its slips: (1) entity names match by substring (the first row of the city whose name *contains*
-  the plan's name); (2) in "within current city" a non-travel day's city is iterated character by
+  its slips: (1) entity names match by substring: ``get_valid_name_city`` (``utils/func.py``)
+  reads 'Name, City' with a regular expression whose name group stops at a newline, so the name is
+  the text before the last comma *on its last line*, stripped, and the city the text after it;
+  each rule then uses the first row of the city whose name *contains* that name
+  (``str.contains(re.escape(name))`` on the tables as ``tools/*/apis.py`` load them,
+  ``read_csv().dropna()``), and the minimum-nights rule is judged only when exactly one row does;
+  (2) in "within current city" a non-travel day's city is iterated character by
   character (any one letter of the city in the entity string passes); (3) the attraction list drops
   whatever follows the last ';' (``split(';')[:-1]``) and is not stripped; (4) a meal in the origin
   city skips the rest of that day's meals in the cuisine check, and the cuisine rule passes when
   as many cuisines are found as the query lists; (5) the hard transportation rule is case-sensitive
   ('Flight', 'Self-driving'); (6) a flight's date is not checked. Use it to reproduce leaderboard
   numbers.
-* ``official_quirks=False`` (default, the reward for RL) applies the rules as intended: exact
-  entity names, the entity's own city must be one of the day's cities, attractions are the
+* ``official_quirks=False`` (default, the reward for RL) applies the rules as intended: a plan's
+  'Name, City' is the row of that name -- the whole text before the last comma (newlines
+  included), compared with the row's name up to surrounding and repeated whitespace and Unicode
+  normal form NFC (``text.name_key``), so the real tables' names that end in a space or hold a
+  newline are found; a name the city repeats is its first row, as in the official code -- and the
+  minimum-nights rule is judged on that row whether or not another row's name contains the same
+  text; the entity's own city must be one of the day's cities, attractions are the
   non-empty ';'-separated items, only origin-city meals are skipped for cuisine and every wanted
   cuisine must be served, transport modes are matched case-insensitively, and a flight must fly on
   the day it is used.
+
+So on the real tables the two modes differ on a plan only where (1) makes the official code read
+another row than the one the plan names: a name contained in an earlier row's name of the city,
+or a name holding a newline (the official code reads its last line: 'Apt' of Austin's '1 Bedroom ,
+Beautiful Spacious Brownstone' + newline + ' Apt') -- then the budget, cuisine, room rule and room type
+read that row -- or hides the minimum nights (several rows contain the name); and where quirks
+(2)-(6) apply. Mis-encoded characters (a 'Café' stored as 'Caf' + U+6106) are names like any
+other: a plan that copies them matches. ``tests/envs/travel/test_real_tables_evaluator.py`` checks
+this on solver plans over real cities and on the same plans with the tables' awkward rows swapped
+in (issue #36).
 
 Both modes check all five house rules. The official ``hard_constraint.py`` tested the misspelt
 'parities' until 2024-04-26, so 'parties' never failed there; its current code fails 'parties' on a

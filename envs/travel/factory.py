@@ -3,24 +3,32 @@
 :func:`make_envs` gives the two envs a training run needs, sharing one sandbox index: the
 **train** env (the split's train queries) and the **held-out** env (every query; the caller takes
 validation / test ids from :func:`split_ids`). The synthetic sandbox's split is the persisted one
-(``envs/travel/splits/seed<seed>.json``); the real benchmark's queries (``database_dir``) are split
-the same way, stratified by level and days, seeded by ``seed``. ``days`` / ``levels`` keep the
-queries of those lengths and levels in every part.
+(``envs/travel/splits/seed<seed>.json``). The real benchmark's queries (``database_dir``; or
+``database_dir: reference_information``, sole-planning from the hub alone) keep the hub's names
+(envs/travel/hub.py): ``queries_split: hub`` -- the run's parts are the hub's train / validation /
+test; ``queries_split: <hub split>`` -- that split re-split by ``seed`` (stratified by level and
+days) into ``<hub split>:re-split:train`` / ``validation`` / ``test`` (:func:`run_split_names`).
+``days`` / ``levels`` keep the queries of those lengths and levels in every part.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from common.config_fields import as_settings
-from envs.travel.config import TravelConfigError, TravelEnvConfig
+from envs.travel.cli import loading
+from envs.travel.config import GENERATED, TravelConfigError, TravelEnvConfig
 from envs.travel.env import TravelPlannerEnv
+from envs.travel.hub import HUB_SPLITS, parse_split_name, resplit_name
 from envs.travel.index import SandboxIndex
-from envs.travel.queries import default_queries, load_hub_queries
+from envs.travel.queries import default_queries
+from envs.travel.real_sandbox import real_index, real_queries
+from envs.travel.reference_info import SOLE_PLANNING, union_database
 from envs.travel.reward import reward_formula
-from envs.travel.sandbox import load_database
-from envs.travel.split import load_split, make_split
+from envs.travel.sandbox import DATABASE_FILES, _database_root
+from envs.travel.split import SPLITS, hub_split, load_split, make_split
 
 
 def as_config(config: TravelEnvConfig | Mapping[str, Any] | None) -> TravelEnvConfig:
@@ -28,28 +36,97 @@ def as_config(config: TravelEnvConfig | Mapping[str, Any] | None) -> TravelEnvCo
     return as_settings(TravelEnvConfig, config, TravelConfigError, "travel env config")
 
 
+HUB_MODE = "hub"
+"""``queries_split`` value: the run's train / validation / test are the hub's own three splits."""
+HUB_ID_OFFSET = {"train": 0, "validation": 100_000, "test": 200_000}
+"""Query ids of the hub's splits when one env holds all three (``queries_split: hub``)."""
+
+
+def _real(config: TravelEnvConfig) -> bool:
+    """Hub-format queries (``queries_source``): split names as envs/travel/hub.py defines them."""
+    return config.database_dir is not None and config.queries_source != GENERATED
+
+
+def _flights_text(config: TravelEnvConfig) -> str:
+    if str(config.database_dir) == SOLE_PLANNING:
+        return "the flights of the queries' reference information"
+    has_file = (_database_root(Path(config.database_dir)) / DATABASE_FILES["flights"]).is_file()
+    if config.flights == "file" or (config.flights == "auto" and has_file):
+        return f"flights from {DATABASE_FILES['flights']}"
+    return f"flights generated with seed {config.seed} (envs/travel/flights.py)"
+
+
+def _check_queries_split(config: TravelEnvConfig) -> None:
+    if _real(config) and config.queries_split not in (HUB_MODE, *HUB_SPLITS):
+        raise TravelConfigError(f"bad value for 'env.travel.queries_split': {config.queries_split!r}; expected "
+                                f"{HUB_MODE} (the hub's train / validation / test) or the hub split to re-split "
+                                f"({', '.join(HUB_SPLITS)})")
+
+
+def run_split_names(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The run's train / validation / test parts -> the split names they are (envs/travel/hub.py):
+    the synthetic sandbox's persisted split and ``queries_split: hub`` -> the same names; a hub
+    split S re-split -> ``S:re-split:train`` / ``validation`` / ``test``."""
+    config = as_config(config)
+    if not _real(config) or config.queries_split == HUB_MODE:
+        return {p: p for p in SPLITS}
+    return {p: resplit_name(config.queries_split, p) for p in SPLITS}
+
+
+def _index(config: TravelEnvConfig, queries, rows) -> SandboxIndex:
+    if str(config.database_dir) == SOLE_PLANNING:
+        return SandboxIndex(union_database((q, r.get("reference_information")) for q, r in zip(queries, rows)))
+    with loading(f"env.travel.database_dir {config.database_dir}"):  # one line, exit 2 (not a traceback)
+        return real_index(config.database_dir, config.flights, config.seed)
+
+
 def _all_queries(config: TravelEnvConfig):
-    if config.database_dir is not None:
-        return SandboxIndex(load_database(config.database_dir)), load_hub_queries(config.queries_source,
-                                                                                  config.queries_split)
-    return default_queries(config.seed)
+    if config.database_dir is None:
+        return default_queries(config.seed)
+    if config.queries_source == GENERATED:  # queries generated over the real tables (envs/travel/real_sandbox.py)
+        with loading(f"env.travel.database_dir {config.database_dir}"):
+            index, queries, _, _ = real_queries(config.database_dir, config.flights, config.seed)
+        return index, queries
+    _check_queries_split(config)
+    index = None if str(config.database_dir) == SOLE_PLANNING else _index(config, [], [])  # a bad folder fails first
+    if config.queries_split == HUB_MODE:
+        queries, rows = [], []
+        for name in HUB_SPLITS:
+            q, r, _ = hub_split(config.queries_source, name, config.seed, HUB_ID_OFFSET[name])
+            queries += q
+            rows += r
+    else:
+        queries, rows, _ = hub_split(config.queries_source, config.queries_split, config.seed)
+    return index or _index(config, queries, rows), queries
 
 
 def split_ids(config: TravelEnvConfig | Mapping[str, Any] | None = None, queries=None) -> dict[str, list[int]]:
-    """Query ids per part (train / validation / test), filtered by ``days`` and ``levels``."""
+    """Query ids per split name, in the order train, validation, test (the names:
+    :func:`run_split_names`), filtered by ``days`` and ``levels``."""
     config = as_config(config)
     if queries is None:
         _, queries = _all_queries(config)
+    names = run_split_names(config)
     if config.database_dir is None:
         parts = load_split(config.seed)
+    elif config.queries_source == GENERATED:
+        parts = real_queries(config.database_dir, config.flights, config.seed)[2]
+    elif config.queries_split == HUB_MODE:
+        parts = {p: [q.id for q in queries if HUB_ID_OFFSET[p] <= q.id < HUB_ID_OFFSET[p] + 100_000] for p in SPLITS}
     else:
         parts = make_split(list(queries), config.seed)
     by_id = {q.id: q for q in queries}
     keep = {q.id for q in queries if q.days in config.days and q.level in config.levels}
-    parts = {k: [i for i in v if i in keep and i in by_id] for k, v in parts.items()}
-    if not parts["train"]:
-        raise TravelConfigError(f"no train query has days in {config.days} and level in {config.levels}")
+    parts = {names[k]: [i for i in v if i in keep and i in by_id] for k, v in parts.items()}
+    if not parts[names["train"]]:
+        raise TravelConfigError(f"no {names['train']} query has days in {config.days} and level in {config.levels}")
     return parts
+
+
+def _env(config: TravelEnvConfig, split: str, index, queries, ids) -> TravelPlannerEnv:
+    return TravelPlannerEnv(split, seed=config.seed, reward_weights=config.reward,
+                            official_quirks=config.official_quirks, max_attractions=config.max_attractions,
+                            index=index, queries=queries, query_ids=ids)
 
 
 def make_envs(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> tuple[TravelPlannerEnv, TravelPlannerEnv]:
@@ -58,34 +135,50 @@ def make_envs(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> tupl
     config.validate()
     index, queries = _all_queries(config)
     parts = split_ids(config, queries)
-    common = dict(seed=config.seed, reward_weights=config.reward, official_quirks=config.official_quirks,
-                  max_attractions=config.max_attractions, index=index, queries=queries)
-    held_out_ids = [i for part in ("train", "validation", "test") for i in parts[part]]
-    return (TravelPlannerEnv("train", query_ids=parts["train"], **common),
-            TravelPlannerEnv("all", query_ids=held_out_ids, **common))
+    train, *_ = parts.values()
+    held_out_ids = [i for ids in parts.values() for i in ids]
+    return _env(config, "train", index, queries, train), _env(config, "all", index, queries, held_out_ids)
 
 
 def make_env(config: TravelEnvConfig | Mapping[str, Any] | None = None, split: str = "train") -> TravelPlannerEnv:
-    """One env of ``split`` (train, validation, test, or all: every kept query)."""
+    """One env of the split named ``split`` (or ``all``: every kept query of the config). Hub
+    queries: ``train`` / ``validation`` / ``test`` are the hub's splits and
+    ``<hub split>:re-split:<part>`` a part of a re-split, whichever the config's own parts are."""
     config = as_config(config)
     config.validate()
+    if _real(config):
+        _check_queries_split(config)
+        if split != "all" and split not in run_split_names(config).values():
+            parse_split_name(split)  # a bad name: one line naming the forms
+            queries, rows, ids = hub_split(config.queries_source, split, config.seed)
+            by_id = {q.id: q for q in queries}
+            keep = [i for i in ids if by_id[i].days in config.days and by_id[i].level in config.levels]
+            return _env(config, split, _index(config, queries, rows), queries, keep)
     index, queries = _all_queries(config)
     parts = split_ids(config, queries)
-    ids = [i for p in ("train", "validation", "test") for i in parts[p]] if split == "all" else parts.get(split)
+    ids = [i for v in parts.values() for i in v] if split == "all" else parts.get(split)
     if ids is None:
-        raise TravelConfigError(f"unknown split {split!r}; expected train, validation, test or all")
-    return TravelPlannerEnv(split, seed=config.seed, reward_weights=config.reward,
-                            official_quirks=config.official_quirks, max_attractions=config.max_attractions,
-                            index=index, queries=queries, query_ids=ids)
+        raise TravelConfigError(f"unknown split {split!r}; expected {', '.join(parts)} or all")
+    return _env(config, split, index, queries, ids)
 
 
 def describe_env(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> list[str]:
     """What :func:`make_envs` would build, as lines of text (validates; builds nothing)."""
     config = as_config(config)
     config.validate()
-    if config.database_dir is not None:
-        where = (f"the real TravelPlanner database in {config.database_dir}, queries of {config.queries_source} "
-                 f"({config.queries_split}), split by seed {config.seed}")
+    if config.database_dir is not None and config.queries_source == GENERATED:
+        where = (f"the real TravelPlanner tables in {config.database_dir} with {_flights_text(config)}, 360 "
+                 f"queries generated over their cities (split envs/travel/splits/real-seed{config.seed}.json when "
+                 "the tables match it)")
+    elif config.database_dir is not None:
+        _check_queries_split(config)
+        names = run_split_names(config)
+        db = ("sole-planning: each query's reference_information rows (no database download)"
+              if str(config.database_dir) == SOLE_PLANNING
+              else f"the real TravelPlanner database in {config.database_dir} ({_flights_text(config)})")
+        parts = ("the hub's train / validation / test" if config.queries_split == HUB_MODE
+                 else f"{config.queries_split} re-split by seed {config.seed} into {', '.join(names.values())}")
+        where = f"{db}, queries of {config.queries_source}: {parts}"
     else:
         where = f"the synthetic sandbox of seed {config.seed} (split envs/travel/splits/seed{config.seed}.json)"
     return [f"env         travel: {where}",

@@ -102,17 +102,17 @@ def slot_options(c: QueryCandidates, day: int, current_city: str, field_name: st
     travel = len(cities) == 2
     if field_name == "transportation":
         return list(c.transport.get((cities[0], cities[1]), {}).get(day - 1, [])) if travel else ["-"]
-    if field_name in ("breakfast", "lunch", "dinner"):
-        names = [r for city in cities for r in c.restaurants.get(city, [])]
+    if field_name in ("breakfast", "lunch", "dinner"):  # one option per plan string (the tables repeat names)
+        names = list(dict.fromkeys(r for city in cities for r in c.restaurants.get(city, [])))
         return ["-", *names] if travel else names
     if field_name == "attraction":
-        names = [a for city in cities for a in c.attractions.get(city, [])]
+        names = list(dict.fromkeys(a for city in cities for a in c.attractions.get(city, [])))
         if travel:
             return ["-", *(attractions_text([a]) for a in names)]
         return [attractions_text(list(combo)) for k in range(1, max_attractions + 1)
                 for combo in itertools.combinations(names, k)]
     if field_name == "accommodation":
-        return ["-"] if day == c.days else list(c.accommodations.get(cities[-1], []))
+        return ["-"] if day == c.days else list(dict.fromkeys(c.accommodations.get(cities[-1], [])))
     raise ValueError(f"unknown plan field {field_name!r}; expected one of {', '.join(SLOT_FIELDS)}")
 
 

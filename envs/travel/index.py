@@ -3,10 +3,20 @@ solver, the search tools and the per-query candidate lists.
 
 Lookups come in two flavours:
 
-* ``get(name, city)``: the exact entity (the sandbox's own rule);
+* ``get(name, city)``: the entity the name means (the default evaluator's rule): the first row of
+  ``city`` (in table order) whose name equals ``name`` up to surrounding / repeated whitespace and
+  Unicode normal form (:func:`~envs.travel.text.name_key`), so the real tables' names that end in a
+  space or hold a newline are found by what a plan writes;
 * ``find(name, city)``: the official evaluator's rule -- the *first* row of ``city`` (in table
   order) whose name *contains* ``name``, and how many rows do (``str.contains`` on the column) --
   memoised, so repeated plans cost one dict hit per entity instead of a DataFrame scan.
+
+``in_city(city)`` lists one entity per plan string: the real tables repeat names within a city
+(about 50 restaurants, 13 attractions, one accommodation), and rows with the same name write the
+same ``"Name, City"``, which the evaluator reads as the first of them. Everything that offers
+entities to a planner (the solver, the grammar's candidates, the simple planners) goes through it,
+so a duplicate is one option, priced as the evaluator prices it. ``by_city`` keeps every row (what
+the official lookup scans).
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from envs.travel.sandbox import SandboxDB, default_database
+from envs.travel.text import name_key
 
 
 @dataclass(frozen=True)
@@ -96,20 +107,27 @@ T = TypeVar("T")
 
 
 class NameTable(Generic[T]):
-    """Entities of one table with a ``name`` and a ``city``, in table order."""
+    """Entities of one table with a ``name`` and a ``city``, in table order (``by_city``: every
+    row; ``in_city``: the first row of each name, see the module docstring)."""
 
     def __init__(self, items: list[T], cache_limit: int = 200_000):
         self.items = items
         self.by_city: dict[str, list[T]] = {}
-        self.exact: dict[tuple[str, str], T] = {}
+        self.distinct: dict[str, list[T]] = {}
+        self.named: dict[tuple[str, str], T] = {}  # (name_key(name), city) -> its first row
         for it in items:
             self.by_city.setdefault(it.city, []).append(it)  # type: ignore[attr-defined]
-            self.exact.setdefault((it.name, it.city), it)  # type: ignore[attr-defined]
+            key = (name_key(it.name), it.city)  # type: ignore[attr-defined]
+            if key not in self.named:
+                self.named[key] = it
+                self.distinct.setdefault(it.city, []).append(it)  # type: ignore[attr-defined]
         self._found: dict[tuple[str, str], tuple[T | None, int]] = {}
         self._limit = cache_limit
 
     def get(self, name: str, city: str) -> T | None:
-        return self.exact.get((name, city))
+        """The first row of ``city`` named ``name`` (up to whitespace and Unicode normal form)."""
+        hit = self.named.get((name, city))  # a name already in normal form (the usual case) is its own key
+        return hit if hit is not None else self.named.get((name_key(name), city))
 
     def find(self, name: str, city: str) -> tuple[T | None, int]:
         key = (name, city)
@@ -128,7 +146,12 @@ class NameTable(Generic[T]):
         return first, count
 
     def in_city(self, city: str) -> list[T]:
-        return self.by_city.get(city, [])
+        """The city's entities, one per name (its first row), in table order."""
+        return self.distinct.get(city, [])
+
+    def duplicates(self, city: str) -> int:
+        """How many rows of ``city`` repeat an earlier row's name."""
+        return len(self.by_city.get(city, ())) - len(self.distinct.get(city, ()))
 
 
 class SandboxIndex:

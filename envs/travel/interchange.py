@@ -24,23 +24,27 @@ from envs.travel.tools import TravelTools
 
 
 def reference_information(index: SandboxIndex, q: TravelQuery, tools=None) -> str:
-    """The hub's ``reference_information`` column: the tool outputs a planner would collect
-    (a Python-literal list of {"Description", "Content"})."""
+    """The hub's ``reference_information`` column: the notes an agent would collect for ``q``, in
+    the official notebook's format (the literal of a list of {"Description", "Content"}; tables as
+    ``to_string(index=False)`` of the official tools' columns). It holds every candidate of
+    :func:`query_candidates` -- each route city's tables, every flight on each day a leg is possible,
+    the distances -- so :func:`envs.travel.reference_info.reference_database` rebuilds the same
+    candidates from it (sole-planning)."""
     tools = tools or TravelTools(index)
     cand = query_candidates(index, q)
     notes = []
-    for c in cand.route_cities:
-        notes.append({"Description": f"Attractions in {c}",
-                      "Content": tools.attractions(c)[["Name", "Address", "City"]].to_string(index=False)})
-        notes.append({"Description": f"Restaurants in {c}", "Content": tools.restaurants(c).to_string(index=False)})
-        notes.append({"Description": f"Accommodations in {c}",
-                      "Content": tools.accommodations(c).to_string(index=False)})
+    for c in [q.org, *cand.route_cities]:
+        for label, table in (("Attractions", tools.attractions(c)), ("Restaurants", tools.restaurants(c)),
+                             ("Accommodations", tools.accommodations(c))):
+            notes.append({"Description": f"{label} in {c}",
+                          "Content": table.to_string(index=False) if len(table) else f"There is no {label.lower()} "
+                          f"in {c}."})
     for (a, b), days in cand.transport.items():
-        for i in sorted(days)[:1] if a != q.org and b != q.org else sorted(days):
+        for i in sorted(days):
             notes.append({"Description": f"Flight from {a} to {b} on {q.date[i]}",
                           "Content": tools.call(f"FlightSearch[{a}, {b}, {q.date[i]}]")})
-        for mode in ("self-driving", "taxi"):
-            notes.append({"Description": f"{mode} from {a} to {b}",
+        for mode, label in (("self-driving", "Self-driving"), ("taxi", "Taxi")):
+            notes.append({"Description": f"{label} from {a} to {b}",
                           "Content": tools.call(f"GoogleDistanceMatrix[{a}, {b}, {mode}]")})
     return repr(notes)
 
@@ -96,4 +100,22 @@ def export_all(db: SandboxDB, out_dir: str | Path, seed: int = 0, with_plans: bo
         written.append(path)
         if with_plans:
             written.append(write_submission(out / "plans" / f"solver_{split}.jsonl", qs, [plans.get(q.id) for q in qs]))
+    return written
+
+
+def export_queries(index: SandboxIndex, queries: Sequence[TravelQuery], out_dir: str | Path, name: str,
+                   with_plans: bool = True) -> list[Path]:
+    """``queries/{name}.csv`` (hub columns, ``reference_information`` from ``index``: a file the
+    sole-planning setting reads alone) and, with plans, ``plans/solver_{name}.jsonl``; a split name's
+    ``:`` is written ``_`` in file names."""
+    out, stem = Path(out_dir), name.replace(":", "_")
+    solver = TravelSolver(index)
+    plans = {q.id: r.plan for q in queries if (r := solver.solve(q)) is not None} if with_plans else {}
+    path = out / "queries" / f"{stem}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    queries_frame(queries, index, plans if with_plans else None).to_csv(path, index=False)
+    written = [path]
+    if with_plans:
+        written.append(write_submission(out / "plans" / f"solver_{stem}.jsonl", queries,
+                                        [plans.get(q.id) for q in queries]))
     return written

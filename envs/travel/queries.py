@@ -13,7 +13,7 @@ budget exists by construction, and a careless one overspends.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date as _date
 from functools import lru_cache
@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from envs.travel import hub
 from envs.travel.index import SandboxIndex, default_index
 from envs.travel.query import TravelQuery, empty_constraints
 from envs.travel.schema import (
     CITIES_PER_DAYS,
     DAYS,
     HOUSE_RULES,
-    HUB_REQUIRED,
     LEVELS,
     QUERY_CUISINES,
     ROOM_TYPE_CONSTRAINTS,
@@ -45,6 +45,13 @@ class QueryConfig:
     per_cell: int = 40  # queries per (level, days) cell: 9 cells
     slack: tuple[float, float] = (1.05, 1.45)
     max_tries: int = 200
+    # a database with sparse links (the real tables): draw the destination among the cities / states
+    # linked to the origin both ways (a flight on some date or a road), not among all of them
+    reachable_only: bool = False
+    # what the local constraints are drawn from (the defaults: the benchmark's vocabularies)
+    house_rules: tuple[str, ...] = HOUSE_RULES
+    room_types: tuple[str, ...] = ROOM_TYPE_CONSTRAINTS
+    cuisines: tuple[str, ...] = QUERY_CUISINES
 
 
 def _ordinal(n: int) -> str:
@@ -108,7 +115,7 @@ def query_text(q: TravelQuery, variant: int = 0) -> str:
     return " ".join(parts)
 
 
-def _local_constraints(rng: np.random.Generator, level: str) -> dict[str, Any]:
+def _local_constraints(rng: np.random.Generator, level: str, cfg: QueryConfig) -> dict[str, Any]:
     lc = empty_constraints()
     if level == "easy":
         return lc
@@ -117,25 +124,41 @@ def _local_constraints(rng: np.random.Generator, level: str) -> dict[str, Any]:
     chosen = [pool[i] for i in rng.choice(len(pool), size=1 if level == "medium" else 3, replace=False)]
     for key in chosen:
         if key == "house rule":
-            lc[key] = str(rng.choice(HOUSE_RULES))
+            lc[key] = str(rng.choice(cfg.house_rules))
         elif key == "room type":
-            lc[key] = str(rng.choice(ROOM_TYPE_CONSTRAINTS))
+            lc[key] = str(rng.choice(cfg.room_types))
         elif key == "transportation":
             lc[key] = str(rng.choice(TRANSPORT_CONSTRAINTS))
         else:
             k = int(rng.choice([1, 2, 3], p=[0.3, 0.45, 0.25]))
-            lc[key] = [str(c) for c in rng.choice(QUERY_CUISINES, size=k, replace=False)]
+            lc[key] = [str(c) for c in rng.choice(cfg.cuisines, size=min(k, len(cfg.cuisines)), replace=False)]
     return lc
 
 
-def generate_queries(index: SandboxIndex, seed: int = 0, config: QueryConfig | None = None) -> list[TravelQuery]:
+def _linked(index: SandboxIndex) -> dict[str, set[str]]:
+    """City -> the cities linked to it both ways (a flight on some date, or a drivable road)."""
+    links = {(o, d) for (o, d, _) in index.flights_on}
+    links |= {k for k, r in index.roads.items() if r.taxi_cost is not None}
+    out: dict[str, set[str]] = {c: set() for c in index.city_state}
+    for o, d in links:
+        if o in out and d in out and o != d and (d, o) in links:
+            out[o].add(d)
+    return out
+
+
+def generate_queries(index: SandboxIndex, seed: int = 0, config: QueryConfig | None = None,
+                     accept: Callable[[TravelQuery, Any], bool] | None = None) -> list[TravelQuery]:
     """``config.per_cell`` queries for each (level, days), ids 0.. in (days, level, k) order;
-    each feasible (the solver's optimum is within its budget)."""
+    each feasible (the solver's optimum is within its budget). ``accept(query, solve result)``, when
+    given, must hold too (e.g. the evaluator passes the solver's plan)."""
     cfg = config or QueryConfig()
     solver = TravelSolver(index)
     dates = sorted({d for (_, _, d) in index.flights_on}) or [f"2022-03-{d:02d}" for d in range(1, 32)]
     cities = list(index.city_state)
     states = {s: cs for s, cs in index.states.items()}
+    linked = _linked(index) if cfg.reachable_only else {}
+    if cfg.reachable_only:
+        cities = [c for c in cities if linked[c]]
     out: list[TravelQuery] = []
     seen: set[tuple] = set()
     for days in DAYS:
@@ -150,14 +173,18 @@ def generate_queries(index: SandboxIndex, seed: int = 0, config: QueryConfig | N
                     raise RuntimeError(f"could not generate feasible {level} {days}-day queries")
                 org = str(rng.choice(cities))
                 if days == 3:
-                    dest = str(rng.choice([c for c in cities if c != org]))
+                    near = sorted(linked[org]) if cfg.reachable_only else [c for c in cities if c != org]
+                    dest = str(rng.choice(near))
                 else:
-                    ok = [s for s, cs in states.items() if index.city_state[org] != s and len(cs) >= k]
+                    ok = [s for s, cs in states.items() if index.city_state[org] != s and len(cs) >= k
+                          and (not cfg.reachable_only or any(c in linked[org] for c in cs))]
+                    if not ok:
+                        continue
                     dest = str(rng.choice(ok))
                 start = int(rng.integers(0, len(dates) - days + 1))
                 trip = tuple(dates[start:start + days])
                 people = 1 if level == "easy" else int(rng.integers(2, 9))
-                lc = _local_constraints(rng, level)
+                lc = _local_constraints(rng, level, cfg)
                 key = (org, dest, trip, people, repr(lc))
                 if key in seen:
                     continue
@@ -172,6 +199,8 @@ def generate_queries(index: SandboxIndex, seed: int = 0, config: QueryConfig | N
                 q = TravelQuery(id=len(out), org=org, dest=dest, days=days, visiting_city_number=k, date=trip,
                                 people_number=people, local_constraint=lc, budget=budget, level=level)
                 q = TravelQuery(**{**q.__dict__, "query": query_text(q, variant=int(rng.integers(0, 30)))})
+                if accept is not None and not accept(q, res):
+                    continue
                 seen.add(key)
                 out.append(q)
                 made += 1
@@ -189,29 +218,13 @@ def default_queries(seed: int = 0) -> tuple[SandboxIndex, list[TravelQuery]]:
 
 
 # ------------------------------------------------------------------------- the real benchmark
-def load_hub_queries(source: str | Path = "osunlp/TravelPlanner", split: str = "validation",
+def load_hub_queries(source: str | Path = "osunlp/TravelPlanner", split: str = "validation", id_offset: int = 0,
                      **load_kwargs: Any) -> list[TravelQuery]:
-    """Queries from the hub dataset (``osunlp/TravelPlanner``, config = split) or from a local copy
-    in its columns: a directory holding ``{split}.csv`` / ``.jsonl`` / ``.json``, or such a file.
-    Loaded with :func:`datasets.load_dataset`; a missing column is named in the error."""
-    import datasets  # deferred: a heavy import that only the real benchmark's queries need
-
-    path = Path(source)
-    if path.exists():
-        if path.is_dir():
-            files = [path / f"{split}{ext}" for ext in (".csv", ".jsonl", ".json")]
-            found = [f for f in files if f.is_file()]
-            if not found:
-                raise FileNotFoundError(f"no {split}.csv / {split}.jsonl / {split}.json in {path}")
-            path = found[0]
-        builder = "csv" if path.suffix == ".csv" else "json"
-        ds = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, **load_kwargs)
-    else:
-        ds = datasets.load_dataset(str(source), split, split=split, **load_kwargs)
-    missing = [c for c in HUB_REQUIRED if c not in ds.column_names]
-    if missing:
-        raise ValueError(f"{source} ({split}): missing column(s) {missing}; the hub dataset has {HUB_REQUIRED}")
-    return [TravelQuery.from_record(row, i) for i, row in enumerate(ds)]
+    """Queries of one split of the hub dataset (``osunlp/TravelPlanner``, config = split) or of a
+    local copy in its columns (a folder holding ``{split}.csv`` / ``.jsonl`` / ``.json``, or such a
+    file), ids ``id_offset`` + row; :mod:`envs.travel.hub` reads and checks them (a wrong type is a
+    one-line :class:`envs.travel.hub.HubFormatError` naming the row and the field)."""
+    return hub.load_split(source, split, id_offset, **load_kwargs)[0]
 
 
 def queries_by_id(queries: Sequence[TravelQuery]) -> dict[int, TravelQuery]:

@@ -13,6 +13,7 @@ reproduces; ``tests/envs/travel/test_travel_text.py`` checks them against it.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 FLIGHT_TAG = "Flight Number: "
@@ -133,6 +134,23 @@ def name_city(text: str) -> tuple[str, str]:
         return "-", "-"
     start = text.rfind("\n", 0, i) + 1
     return text[start:i].strip(), before_paren(text[i + 1:].strip()).strip()
+
+
+def entity_name_city(text: str) -> tuple[str, str]:
+    """'Name, City' -> (name, city) as the default evaluator reads it: the name is *all* the text
+    before the last comma, stripped (a name holding a newline stays whole; the official pattern of
+    :func:`name_city` keeps its last line only), the city as :func:`name_city` reads it; ('-', '-')
+    when there is no comma or nothing follows the last one."""
+    i = text.rfind(",")
+    if i < 0 or i == len(text) - 1:
+        return "-", "-"
+    return text[:i].strip(), before_paren(text[i + 1:].strip()).strip()
+
+
+def name_key(name: str) -> str:
+    """What two names must share to be the same entity for the default evaluator: the name in
+    Unicode normal form NFC with every run of whitespace (newlines included) one space, stripped."""
+    return " ".join(unicodedata.normalize("NFC", name).split())
 
 
 def flight_number(text: str) -> str | None:

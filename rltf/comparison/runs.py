@@ -8,11 +8,17 @@ file exists is not run again (its recorded arguments must be the same: a changed
 rather than mixing runs). Seeds go in the outer loop, so an interrupted comparison has every arm
 for the first seeds. A failed run is reported and the others go on. Stopping the comparison
 (SIGTERM, SIGINT, SIGHUP) stops the run in progress first (:func:`run_forwarding_signals`).
+A comparison that dies without a chance to do so (SIGKILL, the OOM killer) takes its run with it:
+on Linux each run is started with ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (:func:`die_with_parent`),
+so the kernel kills it when the comparison dies and a restart never finds its run folder held by
+an orphan. (SIGKILL rather than SIGTERM: a run that traps SIGTERM and hangs would keep the folder's
+lock. Processes the run itself starts are its own to stop. Elsewhere than Linux nothing is set.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -105,6 +111,28 @@ def run_one(suite: Suite, arm: Arm, seed: int, root: Path, extra: Sequence[str] 
 
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` (run in the child between fork and exec) asking the kernel to SIGKILL the child
+    when this process dies, however it dies; None where that is not available (not Linux). libc is
+    loaded here, before the fork: the child only calls into it. If this process died before the
+    request took effect (the child was already re-parented), the child kills itself."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
 
 
 def run_forwarding_signals(command: Sequence[str], **popen_kwargs) -> subprocess.CompletedProcess:
@@ -112,8 +140,10 @@ def run_forwarding_signals(command: Sequence[str], **popen_kwargs) -> subprocess
     to the child's process group (the run and whatever it started) and this process waits for the
     child to end before it stops too (SIGINT: ``KeyboardInterrupt``; the others: exit status
     128 + signal). So a restarted comparison never races an orphan still writing the same run
-    folder. A second signal kills the child's group (SIGKILL) for a child that does not stop."""
-    proc = subprocess.Popen(list(command), start_new_session=True, **popen_kwargs)  # its own group
+    folder. A second signal kills the child's group (SIGKILL) for a child that does not stop. Should
+    this process die without forwarding (SIGKILL, OOM), the kernel kills the child (:func:`die_with_parent`)."""
+    proc = subprocess.Popen(list(command), start_new_session=True, preexec_fn=die_with_parent(),  # noqa: PLW1509
+                            **popen_kwargs)  # its own group
     received: list[int] = []
 
     def forward(signum, frame):  # noqa: ARG001 - signal handler signature

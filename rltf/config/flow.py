@@ -76,8 +76,22 @@ class FlowBackendSettings:
     """Sample the answers at temperature; false: greedy, as an evaluation should be."""
     temperature: float = num(1.0, gt=0)
     """Sampling temperature when do_sample is true."""
-    timeout: float = num(120.0, gt=0)
-    """openai only: seconds to wait for one request."""
+    timeout: float = num(20.0, gt=0)
+    """openai only: seconds to wait for one request's answer (the connection itself: 10 s at most).
+    With call_attempts 3 a server that hangs is reported after two queries, 2 x (3 x 20 + 3) s ~ 2
+    minutes; raise it for a slow model or long answers."""
+    call_attempts: int = num(3, gt=0)
+    """Backend calls per node request before the node fails: a failed call (an error, a timeout) is
+    retried after 1 s, 2 s, 4 s... Two queries in a row whose every call failed end the evaluation
+    (the backend is down), however many were answered before."""
+    max_failed_share: float = num(0.2, ge=0, le=1)
+    """The share of a method's backend calls (retried ones included) that may fail; more ends the
+    evaluation with one error line and exit status 2, after flow_eval.md / flow_eval.json are
+    written with the failed queries marked (1: never)."""
+    max_answer_chars: int = num(20000, gt=0)
+    """openai only: an answer (or an error message) longer than this many characters is cut to it,
+    so a server sending huge answers cannot fill the memory or the traces (each trace holds at most
+    the answers and errors of its nodes' attempts)."""
     max_concurrency: int = num(4, gt=0)
     """openai only: requests in flight at once."""
     logprobs: bool = False
@@ -99,7 +113,7 @@ class FlowBackendSettings:
                     "chat_template": template, "batch_size": self.batch_size, "sampling": sampling}
         return {"kind": "openai", "model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env,
                 "timeout": self.timeout, "max_concurrency": self.max_concurrency, "logprobs": self.logprobs,
-                "seed": self.seed, "sampling": sampling}
+                "seed": self.seed, "sampling": sampling, "max_answer_chars": self.max_answer_chars}
 
 
 @dataclass
@@ -172,7 +186,8 @@ class FlowSettings:
     backend: FlowBackendSettings = field(default_factory=FlowBackendSettings)
     """The model every node of the flows queries."""
     splits: list[str] = field(default_factory=lambda: ["test"])
-    """The travel splits whose queries are evaluated: any of train, validation, test."""
+    """The travel splits whose queries are evaluated: any of train, validation, test (hub queries re-split:
+    <hub split>:re-split:<part>, e.g. validation:re-split:test; envs/travel/hub.py)."""
     limit: Optional[int] = None
     """Evaluate N queries of the splits (which ones: select); null: all of them."""
     select: Literal["spread", "first"] = "spread"
@@ -225,10 +240,10 @@ class FlowSettings:
         if bad or not self.methods:
             raise FlowSettingsError(f"bad value for '{section}.methods': {list(self.methods)!r}; expected a non-empty "
                                     f"list drawn from {list(METHODS)}")
-        bad = [s for s in self.splits if s not in EVAL_SPLITS]
+        bad = [s for s in self.splits if s not in EVAL_SPLITS and ":re-split:" not in str(s)]
         if bad or not self.splits:
             raise FlowSettingsError(f"bad value for '{section}.splits': {list(self.splits)!r}; expected a non-empty "
-                                    f"list drawn from {list(EVAL_SPLITS)}")
+                                    f"list drawn from {list(EVAL_SPLITS)} or <hub split>:re-split:<part>")
         if self.limit is not None and self.limit < 1:
             raise FlowSettingsError(f"bad value for '{section}.limit': {self.limit!r}; expected null or >= 1")
         if self.warm_start_queries is not None and self.warm_start_queries < 1:

@@ -182,7 +182,7 @@ def _split_argv(argv: list[str]) -> tuple[Path | None, list[tuple[str, DictConfi
             continue
         try:
             node = OmegaConf.from_dotlist([f"{key}={value}"])
-        except OmegaConfBaseException as e:
+        except (OmegaConfBaseException, yaml.YAMLError, ValueError) as e:  # YAML: a control character...
             raise ConfigError(f"cannot parse override {raw!r}: {_first_line(e)}") from None
         overrides.append((raw, node))
     return config_path, overrides
@@ -387,6 +387,8 @@ def save_config(cfg: RunConfig, path: str | os.PathLike) -> Path:
 # train/grpo.py only, which does not resume (and runs saved before the section existed lack it)
 RESUME_SAFE_KEYS = ("logging.", "eval.", "grpo.", "flow.splits", "flow.limit", "flow.select", "flow.days",
                     "flow.trace_queries", "flow.oracle", "flow.backend.torch_threads", "flow.backend.batch_size",
+                    "flow.backend.timeout", "flow.backend.call_attempts", "flow.backend.max_failed_share",
+                    "flow.backend.max_answer_chars",
                     "flow.score_batch", "flow.validation_queries", "resume", "overwrite", "dry_run", "output_dir",
                     "run_name",
                     "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "rltf.select",

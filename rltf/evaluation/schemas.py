@@ -73,6 +73,23 @@ class SchemaResult:
     not recorded (e.g. results read back from a file written before it was)."""
     texts: dict[int, str] = field(default_factory=dict)
     """Per task, the free text the planner wrote (free-text schemas only)."""
+    failed: dict[int, int] = field(default_factory=dict)
+    """Per task, how many of its executed samples an expert failed on (raised, or returned an
+    unusable output: the sample scores 0); empty when nothing is executed or not recorded."""
+    executed: dict[int, int] = field(default_factory=dict)
+    """Per task, how many samples its plan was executed on (the denominator of :attr:`failed`)."""
+    failure_notes: list[str] = field(default_factory=list)
+    """The env's warnings about experts that failed on every call (``env.expert_failures``)."""
+
+    @property
+    def expert_failures(self) -> dict | None:
+        """``{"failed_samples", "executed_samples", "tasks", "notes"}`` (``tasks``: how many tasks had a
+        failed sample) when an expert failed on any sample, else None: the table's footnote."""
+        failed = sum(self.failed.values())
+        if not failed:
+            return None
+        return {"failed_samples": failed, "executed_samples": sum(self.executed.values()),
+                "tasks": sum(1 for n in self.failed.values() if n), "notes": list(self.failure_notes)}
 
     @property
     def overall(self) -> float:
@@ -213,16 +230,25 @@ def by_process(name: str, tasks: Sequence[Task],
     if any(p is None for p in parts):
         return None
     merged = SchemaResult(name)
-    for what in ("plans", "scores", "valid", "texts"):
+    for what in ("plans", "scores", "valid", "texts", "failed", "executed"):
         found = {k: v for p in parts for k, v in getattr(p, what).items()}
         setattr(merged, what, {t.id: found[t.id] for t in tasks if t.id in found})
+    merged.failure_notes = list(dict.fromkeys(n for p in parts for n in p.failure_notes))
     return merged
 
 
 def _schema_result(name: str, env: Env, tasks: Sequence[Task], plans) -> SchemaResult:
+    """Each task's plan scored; the samples an expert failed on are counted (a failed sample scores
+    0, so without the count a broken expert would read as a worse planner)."""
     res = SchemaResult(name)
-    for t, r in zip(tasks, env.reward_plans(list(zip(tasks, plans)))):
+    results = env.reward_plans(list(zip(tasks, plans)))
+    for t, r in zip(tasks, results):
         res.plans[t.id], res.scores[t.id], res.valid[t.id] = r.plan_text, r.reward, bool(r.valid)
+        errors = list(getattr(r, "sample_errors", None) or ()) if r.valid else []
+        if errors:
+            res.executed[t.id], res.failed[t.id] = len(errors), sum(e is not None for e in errors)
+    if any(res.failed.values()):
+        res.failure_notes = list(env.expert_failures(results)[1])
     return res
 
 
@@ -270,13 +296,17 @@ def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task], env: E
     overall (the default), or the env's own metrics (``env.table_columns``, when not empty) plus the mean reward.
     ``intervals`` are the bootstrap intervals over tasks (:func:`bootstrap_interval`) of the mean of each
     schema's per-task scores, i.e. of the ``interval["column"]`` column (``overall``; an env's own
-    table: ``reward``)."""
+    table: ``reward``). ``expert_failures`` (``{schema: {"failed_samples", "executed_samples", "tasks",
+    "notes"}}``, only the schemas where an expert failed; the key only when one did): the markdown's
+    footnote, so a score lowered by broken experts says so (:attr:`SchemaResult.expert_failures`)."""
+    failures = {r.schema: r.expert_failures for r in results if r.expert_failures}
+    extra = {"expert_failures": failures} if failures else {}
     own = {r.schema: env.table_columns(tasks, r.plans) for r in results} if env is not None else {}
     if any(own.values()):
         rows = {r.schema: {**own[r.schema], "reward": r.overall} for r in results}
         columns = list(next(iter(rows.values())))
         return {"columns": columns, "n_tasks": {c: len(tasks) for c in columns}, "rows": rows,
-                **_intervals(results, tasks, "reward"), "valid_rate": _valid_rates(results)}
+                **_intervals(results, tasks, "reward"), "valid_rate": _valid_rates(results), **extra}
     by_metric: dict[str, list[int]] = defaultdict(list)
     for t in tasks:
         by_metric[t.metric].append(t.id)
@@ -287,7 +317,7 @@ def results_table(results: Sequence[SchemaResult], tasks: Sequence[Task], env: E
         row["overall"] = r.overall
         rows[r.schema] = row
     return {"columns": columns, "n_tasks": {m: len(v) for m, v in by_metric.items()} | {"overall": len(tasks)},
-            "rows": rows, **_intervals(results, tasks, "overall"), "valid_rate": _valid_rates(results)}
+            "rows": rows, **_intervals(results, tasks, "overall"), "valid_rate": _valid_rates(results), **extra}
 
 
 def _valid_rates(results: Sequence[SchemaResult]) -> dict[str, float | None]:
@@ -336,4 +366,20 @@ def table_markdown(table: dict, title: str, labels: dict[str, str] | None = None
         info = table["interval"]
         lines += ["", f"{icol}: mean over the {table['n_tasks'][icol]} tasks [{info['level']:.0%} bootstrap interval "
                       f"over tasks, {info['resamples']} resamples]"]
+    lines += expert_failure_lines(table, labels)
     return "\n".join(lines) + "\n"
+
+
+def expert_failure_lines(table: dict, labels: dict[str, str] | None = None) -> list[str]:
+    """The footnote of a table whose rows were lowered by failing experts (``table["expert_failures"]``):
+    per schema, how many executed samples failed (they score 0) in how many tasks, and the env's
+    warnings; nothing when no expert failed."""
+    failures, labels = table.get("expert_failures") or {}, labels or {}
+    lines = []
+    for schema, f in failures.items():
+        notes = "; ".join(f.get("notes") or [])
+        lines.append(f"* {labels.get(schema, schema)}: an expert failed on {f['failed_samples']} of "
+                     f"{f['executed_samples']} executed samples ({f['tasks']} task(s)); they score 0"
+                     + (f" — {notes}" if notes else ""))
+    return ["", "**expert failures** (these rows are lowered by failing experts, not only by their plans):",
+            *lines] if lines else []

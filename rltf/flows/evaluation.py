@@ -25,8 +25,9 @@ from rltf.flows.agents.travel_nodes import FlowRun
 from rltf.flows.backends.base import BackendError
 from rltf.flows.engine.batching import PassBatch
 
-__all__ = ["COLUMNS", "BackendHealth", "BackendUnreachableError", "backend_calls", "evaluate_flows", "evaluate_method",
-           "held_out_ids", "select_queries", "solver_row", "table_markdown", "validation_ids"]
+__all__ = ["COLUMNS", "BackendFailingError", "BackendHealth", "BackendUnreachableError", "backend_calls",
+           "evaluate_flows", "evaluate_method", "held_out_ids", "select_queries", "solver_row", "table_markdown",
+           "validation_ids"]
 
 COLUMNS = ("delivery", "commonsense micro", "commonsense macro", "hard micro", "hard macro", "final pass", "reward",
            "tokens/query", "seconds/query", "nodes/query", "decisions/query")
@@ -53,6 +54,7 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
     queries: dict[str, list[dict]] = {}
     health = BackendHealth(backend)  # fails fast when the first queries get no answer at all
     errors: dict[str, dict[str, Any]] = {}
+    stop: BackendFailingError | None = None  # the backend failed too often: the table is written, then the error
     for method in flow.methods:
         rows[method], queries[method] = evaluate_method(method, held, ids, backend, flow,
                                                         trace_dir=run_dir / "traces" / method, health=health)
@@ -64,17 +66,27 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
             e = errors[method]
             log(f"{method}: backend errors: {e['failed_calls']} failed call(s) in {e['queries']} of {len(ids)} "
                 f"queries (retried; a node whose calls all failed fails its query); last: {e['last']}")
-    if flow.oracle:
+        stop = health.stopped or _too_many_failures(backend, method, errors[method], flow.backend.max_failed_share,
+                                                    len(ids), run_dir)
+        if stop is not None:
+            break
+    if flow.oracle and stop is None:
         rows["solver"], queries["solver"] = solver_row(held, ids)
     title = f"{', '.join(flow.methods)} on {len(ids)} {'+'.join(flow.splits)} queries ({_backend_name(flow)})"
-    md = table_markdown(rows, title)
+    failed = {m: e["failed_queries"] for m, e in errors.items() if e["failed_queries"]}
+    md = table_markdown(rows, title, failed=failed, n_queries=len(ids))
+    if stop is not None:
+        md += f"\n**stopped**: {stop}\n"
     summary = {"table": rows, "queries": ids, "title": title, "backend": dataclasses.asdict(flow.backend),
-               "backend_errors": errors, "results": queries, "seconds": time.perf_counter() - started}
+               "backend_errors": errors, "results": queries, "seconds": time.perf_counter() - started,
+               "stopped": None if stop is None else str(stop)}
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "flow_eval.md").write_text(md)
     (run_dir / "flow_eval.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     log("\n" + md)
     log(f"run folder: {run_dir}  ({summary['seconds']:.0f}s)")
+    if stop is not None:
+        raise stop
     log("held-out final pass: " + " ".join(f"{m}={r['final pass']:.4f}" for m, r in rows.items()))
     return summary
 
@@ -92,11 +104,25 @@ def evaluate_method(method: str, env, ids: Sequence[int], backend, flow: FlowSet
     width = getattr(backend, "batch_size", 1)
     traces = [trace_dir / f"query{i}.json" if trace_dir is not None and k < flow.trace_queries else None
               for k, i in enumerate(ids)]
+    stopped: BackendFailingError | None = None
     for start in range(0, len(ids), width):  # a batch of passes at a time: the health check sees each batch
         part, part_traces = list(ids[start : start + width]), traces[start : start + width]
         runs = _run_queries(method, env, part, part_traces, backend, flow, width)
         for i, trace, (fr, secs) in zip(part, part_traces, runs):
-            _record(records, plans, i, trace, fr, secs, health, len(ids))
+            try:
+                _record(records, plans, i, trace, fr, secs, health, len(ids))
+            except BackendFailingError as e:  # the backend stopped answering: the rest of the queries are not run
+                stopped = stopped or e
+        if stopped is not None:
+            break
+    if stopped is not None:
+        for i in ids[len(records):]:
+            plans[i] = None
+            records.append({"query": i, "plan": None, "error": f"not run: {stopped.short}", "seconds": 0.0,
+                            "tokens": 0, "nodes": 0, "decisions": 0, "logprob": 0.0, "trace": None,
+                            "backend_calls": 0, "backend_failures": 0, "backend_error": None, "not_run": True,
+                            "extra": {}})
+        health.stopped = stopped
     return _score(env, list(ids), plans, records)
 
 
@@ -150,23 +176,53 @@ def _run_queries(method: str, env, ids: Sequence[int], traces: Sequence[Path | N
 FAIL_FAST_QUERIES = 2  # queries whose every backend call failed, none answered before: the backend is down
 
 
+ERROR_CHARS = 300  # how much of the last backend error an error line quotes
+
+
 class BackendUnreachableError(UserError, BackendError):
     """The flows' backend answered none of its calls on the first queries (a dead endpoint, a wrong
     URL or model, a server that errs on every request): the evaluation stops instead of scoring
     every query 0."""
 
 
+class BackendFailingError(UserError, BackendError):
+    """The flows' backend failed too often after answering before: it stopped answering
+    (:data:`FAIL_FAST_QUERIES` queries in a row saw only failed calls) or failed on more than
+    ``flow.backend.max_failed_share`` of a method's calls. The table is written first, the queries
+    it failed on marked; then the evaluation ends with this error (exit status 2). ``short``: the
+    reason without the endpoint, for the queries it left unrun."""
+
+    def __init__(self, message: str, short: str = ""):
+        super().__init__(message)
+        self.short = short or message
+
+
+def _named(backend) -> str:
+    where = getattr(backend, "endpoint", None)
+    return f"the backend {backend!r}" + (f" at {where}" if where else "")
+
+
+def _quoted(error: str | None) -> str:
+    """The last error on one line, cut to :data:`ERROR_CHARS`."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + "..."
+
+
 @dataclass
 class BackendHealth:
     """The backend calls of an evaluation so far: while none was ever answered, the first
     :data:`FAIL_FAST_QUERIES` queries that called the backend and saw only failures stop the
-    evaluation (:class:`BackendUnreachableError`, naming the endpoint and the last error)."""
+    evaluation (:class:`BackendUnreachableError`, naming the endpoint and the last error); after
+    answers, :data:`FAIL_FAST_QUERIES` such queries in a row mean the backend stopped answering
+    (:class:`BackendFailingError`; :func:`evaluate_method` marks the rest not run, :attr:`stopped`)."""
 
     backend: Any
     queries: int = 0  # queries that called the backend
     answered: int = 0
     failed: int = 0
     last_error: str | None = None
+    streak: int = 0  # the latest queries in a row whose every backend call failed
+    stopped: BackendFailingError | None = None
 
     def record(self, answered: int, failed: int, last_error: str | None, *, planned: int) -> None:
         if answered == failed == 0:
@@ -175,14 +231,31 @@ class BackendHealth:
         self.answered += answered
         self.failed += failed
         self.last_error = last_error or self.last_error
+        self.streak = self.streak + 1 if answered == 0 else 0
         if self.answered == 0 and self.queries >= min(FAIL_FAST_QUERIES, planned):
-            b = self.backend
-            where = getattr(b, "endpoint", None)
-            named = f"the backend {b!r}" + (f" at {where}" if where else "")
             raise BackendUnreachableError(
-                f"{named} failed on every call of the first {self.queries} queries ({self.failed} calls, none "
-                f"answered; last: {self.last_error}); check that the server is up and serves the configured model "
-                "(flow.backend.base_url, flow.backend.model, the API key); nothing was scored")
+                f"{_named(self.backend)} failed on every call of the first {self.queries} queries ({self.failed} "
+                f"calls, none answered; last: {_quoted(self.last_error)}); check that the server is up and serves "
+                "the configured model (flow.backend.base_url, flow.backend.model, the API key); nothing was scored")
+        if self.streak >= FAIL_FAST_QUERIES:
+            short = f"the backend stopped answering (every call of {self.streak} queries in a row failed)"
+            raise BackendFailingError(
+                f"{_named(self.backend)} stopped answering: every call of the last {self.streak} queries failed "
+                f"({self.answered} calls answered before; last: {_quoted(self.last_error)}); the queries after "
+                "them were not run; flow_eval.md marks them", short)
+
+
+def _too_many_failures(backend, method: str, summary: dict, share: float, planned: int,
+                       run_dir: Path) -> BackendFailingError | None:
+    """The error for a method whose backend calls failed on more than ``share`` of them, else None."""
+    calls = summary["failed_calls"] + summary["answered_calls"]
+    if not summary["failed_calls"] or summary["failed_calls"] <= share * calls:
+        return None
+    return BackendFailingError(
+        f"{_named(backend)} failed on {summary['failed_calls']} of {calls} calls of {method} "
+        f"({summary['failed_calls'] / calls:.0%} > flow.backend.max_failed_share={share:g}), in {summary['queries']} "
+        f"of {planned} queries; last: {_quoted(summary['last'])}; the table marks the queries it failed "
+        f"({run_dir / 'flow_eval.md'})")
 
 
 def backend_calls(result) -> tuple[int, int, str | None]:
@@ -202,10 +275,15 @@ def backend_calls(result) -> tuple[int, int, str | None]:
 
 
 def backend_error_summary(records: Sequence[dict]) -> dict[str, Any]:
-    """A method's backend errors over its queries: failed calls, queries with one, the last error."""
+    """A method's backend errors over its queries: failed and answered calls, queries with a failed
+    call, the last error, and ``failed_queries``: the queries the backend failed (a failed call and
+    no plan or a pass error, or not run after the backend stopped answering), marked in the table."""
     hit = [r for r in records if r.get("backend_failures")]
+    failed = [r["query"] for r in records if r.get("not_run") or r.get("backend_failures") and
+              (r.get("error") is not None or r.get("plan") is None)]
     return {"failed_calls": sum(r["backend_failures"] for r in hit), "queries": len(hit),
-            "last": hit[-1]["backend_error"] if hit else None}
+            "answered_calls": sum(r.get("backend_calls") or 0 for r in records),
+            "last": hit[-1]["backend_error"] if hit else None, "failed_queries": failed}
 
 
 def solver_row(env, ids: Sequence[int]) -> tuple[dict[str, float], list[dict]]:
@@ -222,6 +300,10 @@ def solver_row(env, ids: Sequence[int]) -> tuple[dict[str, float], list[dict]]:
 def held_out_ids(cfg: RunConfig, flow: FlowSettings, env) -> list[int]:
     """The held-out queries of ``flow.splits`` (the persisted split) with ``flow.days``, ``flow.limit`` of them."""
     parts = env_factory.split_ids(cfg.env)
+    unknown = [s for s in flow.splits if s not in parts]
+    if unknown:  # hub queries re-split: the parts are <hub split>:re-split:<part> (envs/travel/hub.py)
+        raise ConfigError(f"flow.splits names {unknown}, not a split of this env config; its splits are "
+                          f"{', '.join(parts)}")
     ids = [i for s in dict.fromkeys(flow.splits) for i in parts[s]]
     if flow.days:
         ids = [i for i in ids if env.get_query(i).days in flow.days]
@@ -235,7 +317,8 @@ def validation_ids(cfg: RunConfig, flow: FlowSettings, env) -> list[int]:
     """The queries a trained flow is validated on during RLTF: ``flow.validation_queries`` of the
     persisted split's validation part (evenly spaced; ``flow.days`` kept), none of the held-out
     test queries the final table scores."""
-    return held_out_ids(cfg, dataclasses.replace(flow, splits=["validation"], limit=flow.validation_queries,
+    validation = list(env_factory.split_ids(cfg.env))[1]  # the validation part, whatever its name
+    return held_out_ids(cfg, dataclasses.replace(flow, splits=[validation], limit=flow.validation_queries,
                                                  select="spread"), env)
 
 
@@ -268,14 +351,22 @@ def _score(env, ids: list[int], plans: dict[int, Any], records: list[dict]) -> t
     return row, records
 
 
-def table_markdown(rows: dict[str, dict[str, float]], title: str) -> str:
+def table_markdown(rows: dict[str, dict[str, float]], title: str, *, failed: dict[str, list] | None = None,
+                   n_queries: int | None = None) -> str:
+    """The table; ``failed`` (method -> the queries its backend failed, scored 0) marks those rows
+    (``mtp (backend failed 5/6)``) and lists the queries below the table."""
+    failed = failed or {}
     head = "| method | " + " | ".join(COLUMNS) + " |"
     sep = "|---|" + "---:|" * len(COLUMNS)
     lines = [f"### {title}", "", head, sep]
     for name, r in rows.items():
         cells = [f"{r[c]:.0f}" if c == "tokens/query" else f"{r[c]:.2f}" if c.endswith("/query") else f"{r[c]:.4f}"
                  for c in COLUMNS]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        mark = f" (backend failed {len(failed[name])}/{n_queries or '?'})" if failed.get(name) else ""
+        lines.append(f"| {name}{mark} | " + " | ".join(cells) + " |")
+    if failed:
+        lines += ["", "**backend failures** (these queries score 0 because the backend failed them, not the flow):"]
+        lines += [f"* {m}: queries {', '.join(str(q) for q in qs)}" for m, qs in failed.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pickle
 import re
 import zipfile
 from pathlib import Path
@@ -171,9 +172,21 @@ def load_model(src: str, dtype: str, arch: str, load_in_4bit: bool) -> tuple[Pre
         kwargs.update(_quantization_kwargs(dtype))
     try:
         model = cls.from_pretrained(src, config=config, **kwargs)
+    except pickle.UnpicklingError:  # torch's weights_only refusal: its advice (weights_only=False) is the wrong one
+        raise PlannerError(unsafe_pickle_message(src)) from None
     except (OSError, ValueError, RuntimeError, _SafetensorError) as e:
         raise PlannerError(f"cannot load the {detected} model {src!r}: {_first_line(e)}") from None
     return model, is_enc_dec
+
+
+def unsafe_pickle_message(src: str | os.PathLike) -> str:
+    """The one line for a pickled weights file (``pytorch_model.bin``...) that holds more than tensors."""
+    local = _local_dir(str(src))
+    pickles = sorted(p.name for p in local.iterdir() if p.suffix in (".bin", ".pt", ".pth")) if local else []
+    where = f"{Path(local, pickles[0])}" if len(pickles) == 1 else f"the pickled weights of {str(src)!r}"
+    return (f"{where} holds objects other than tensors, which rltf never unpickles (weights are loaded with "
+            f"weights_only=True, so a file cannot run code): replace it with model.safetensors saved from "
+            f"a source you trust")
 
 
 try:

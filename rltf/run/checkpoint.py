@@ -7,8 +7,9 @@ left out, :mod:`rltf.run.zero_rows`; scheduler, baseline, step, metric history) 
 renamed into place, so a run killed mid-write leaves the previous checkpoint intact. ``latest`` names the newest
 complete checkpoint.
 Rotation keeps the newest ``rltf.save_total_limit`` and the protected ones (the best on validation,
-``rltf.select: best_validation``); it renames a checkpoint out of the way before deleting it, so a killed rotation never
-leaves a half-deleted ``checkpoint-<step>``; the temporaries a kill leaves (``.checkpoint-*``,
+kept whenever validation runs, whatever ``rltf.select`` says); it renames a checkpoint out of the way
+before deleting it, so a killed rotation never leaves a half-deleted ``checkpoint-<step>``; the temporaries
+a kill leaves (``.checkpoint-*``,
 ``.engine-*``, ``.latest.*.tmp``) are removed when the run resumes (:func:`prepare_run_folder`)
 and after each save. :func:`latest_intact_checkpoint` resumes from the newest checkpoint whose
 files all read, warning about each damaged one it skips.
@@ -53,7 +54,7 @@ def save_checkpoint(run_dir: Path, step: int, planner, state: dict[str, Any], ke
     ``model_state``: the full weights when the planner's parameters are sharded; ``extra_dirs``:
     folders written beforehand (a DeepSpeed engine's partitions) moved in under the given names.
     ``keep`` (``rltf.save_total_limit``) is at least 1: the checkpoint just written. ``protect``:
-    steps of earlier checkpoints rotation never deletes (the best on validation, ``rltf.select``),
+    steps of earlier checkpoints rotation never deletes (the best on validation, any ``rltf.select``),
     kept besides the newest ``keep``."""
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise ValueError(f"save_checkpoint: keep={keep!r} (rltf.save_total_limit); expected an integer >= 1, "
@@ -152,6 +153,24 @@ RUN_ARTEFACTS = ("rltf", "sft", "eval_initial.json", "sft_history.json", "rltf_h
                  "results.json", "rewards.png")
 
 
+def run_artefacts(run_dir: Path) -> list[str]:
+    """The names of :data:`RUN_ARTEFACTS` present in ``run_dir``."""
+    return [name for name in RUN_ARTEFACTS if (run_dir / name).exists() or (run_dir / name).is_symlink()]
+
+
+def occupied_run_folder(run_dir: Path, present: list[str]) -> RunFolderError:
+    """The refusal of a fresh run into ``run_dir``, which holds ``present`` (also ``dry_run``'s finding)."""
+    return RunFolderError(f"run folder {run_dir} already holds a run ({', '.join(present)}); continue it with "
+                          f"resume=true, pick another run_name=..., or replace it with overwrite=true")
+
+
+def check_fresh_run_folder(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    """Raise what :func:`prepare_run_folder` would for a folder holding a run, touching nothing (``dry_run``)."""
+    run_dir = Path(run_dir)
+    if not resume and not overwrite and run_dir.is_dir() and (present := run_artefacts(run_dir)):
+        raise occupied_run_folder(run_dir, present)
+
+
 def prepare_run_folder(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
     """Check the run folder before anything trains (called at the start of every training run).
 
@@ -170,11 +189,9 @@ def prepare_run_folder(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
     lock_run_folder(run_dir)
     remove_stale_sft_temporaries(run_dir)
     if not resume and run_dir.is_dir():
-        present = [name for name in RUN_ARTEFACTS if (run_dir / name).exists() or (run_dir / name).is_symlink()]
+        present = run_artefacts(run_dir)
         if present and not overwrite:
-            raise RunFolderError(
-                f"run folder {run_dir} already holds a run ({', '.join(present)}); continue it with resume=true, "
-                f"pick another run_name=..., or replace it with overwrite=true")
+            raise occupied_run_folder(run_dir, present)
         for name in present:
             p = run_dir / name
             shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from common.cache_dir import cache_error_message, cache_root, in_cache
 from common.errors import UserError
 from rltf.config.loading import folder_chain_problem, not_a_folder_message
 
@@ -64,6 +65,8 @@ def disk_error_message(error: BaseException, path: str | os.PathLike | None, wha
     """``cannot write <path> (<what>): <reason>; <advice>`` for a disk refusal."""
     number = disk_error_number(error)
     where = getattr(error, "filename", None) or path or "a file (the error names none)"
+    if in_cache(where):  # the rltf cache, not the run folder: RLTF_CACHE_DIR moves it, not output_dir
+        return cache_error_message(error, cache_root())
     reason = os.strerror(number) if number is not None else str(error)
     label = f" ({what})" if what else ""
     advice = _ADVICE.get(number, "")

@@ -24,6 +24,7 @@ from rltf.config.loading import ConfigError, RunConfig, load_config
 from rltf.planners.loading import check_kl_reference
 from rltf.planners.named import describe_named
 from rltf.planners.source import PlannerSource, SourceKind, resolve_planner_source
+from rltf.run.checkpoint import check_fresh_run_folder
 
 # Exhaustive plan search is only affordable with the offline zoo; on the full grammar a VQA task
 # alone has millions of valid plans (enumerate_plans under SUITE_LIMITS["full"]).
@@ -146,10 +147,8 @@ def describe_run(cfg: RunConfig) -> str:
     PlannerError) if it cannot run."""
     source = resolve_planner_source(cfg.planner.model)  # files only: no weights, no download, no conversion
     check_kl_reference(cfg.planner, sft=cfg.sft.enabled, kl_coef=cfg.rltf.kl_coef, source=source)
-    try:
-        env_lines = envs.describe(cfg.env)
-    except EnvConfigError as e:
-        raise ConfigError(str(e)) from None
+    check_run_folder(cfg)
+    env_lines = _env_lines(cfg)
     run_dir = Path(cfg.run_dir).resolve()
     lines = [f"dry run of {cfg.run_name!r}: the configuration is valid; nothing was loaded "
              "(no weights, no datasets, no downloads)",
@@ -158,6 +157,33 @@ def describe_run(cfg: RunConfig) -> str:
     lines += _launch_lines(cfg)
     lines += env_lines
     lines += _training_lines(cfg)
+    return "\n".join(lines)
+
+
+def check_run_folder(cfg: RunConfig) -> None:
+    """A fresh run (no ``resume``, no ``overwrite``) into a folder that holds a run is refused by the
+    launch; a dry run refuses it with the same line (exit 2), touching nothing."""
+    check_fresh_run_folder(Path(cfg.run_dir), resume=cfg.resume, overwrite=cfg.overwrite)
+
+
+def _env_lines(cfg: RunConfig) -> list[str]:
+    try:
+        return envs.describe(cfg.env)
+    except EnvConfigError as e:
+        raise ConfigError(str(e)) from None
+
+
+def describe_evaluation(cfg: RunConfig, source: PlannerSource, out_dir: Path, model: str) -> str:
+    """What ``train/evaluate.py`` would load and write (``dry_run=true``); loads and fetches nothing."""
+    env_lines = _env_lines(cfg)
+    splits = "+".join(dict.fromkeys(cfg.eval.splits))
+    lines = [f"dry run of train/evaluate.py ({model}): the configuration is valid; nothing was loaded "
+             "(no weights, no datasets, no downloads)"]
+    lines += _planner_lines(cfg, source)
+    lines += env_lines
+    lines.append(f"eval        schemas {', '.join(cfg.eval.schemas)} on {splits}; {cfg.eval.num_beams} beams, "
+                 f"{cfg.eval.few_shot_k}-shot prompts")
+    lines.append(f"writes      eval.md, eval.json into {Path(out_dir).resolve()}")
     return "\n".join(lines)
 
 

@@ -132,6 +132,7 @@ def build_envs(run: Run) -> Envs:
     train, held_out = env_factory.make_train_and_held_out(cfg.env, device=str(acc.device),
                                                           build_guard=acc.main_process_first())
     split = env_factory.split_ids(cfg.env)
+    split = dict(zip(("train", "validation", "test"), split.values()))  # by role (travel re-split: <src>:re-split:*)
     splits = {"train": train.tasks(), **{s: [held_out.get_task(i) for i in split[s]] for s in ("validation", "test")}}
     run.envs = Envs(train, held_out, splits)
     return run.envs
@@ -315,14 +316,18 @@ def evaluate_untrained(run: Run, planner: Planner, envs: Envs, tasks: Sequence[T
         results = {name: NotApplicable(name, reason=d["n/a"]) if "n/a" in d else
                    ev.SchemaResult(name, {int(k): v for k, v in d["plans"].items()},
                                    {int(k): v for k, v in d["scores"].items()},
-                                   {int(k): v for k, v in d.get("valid", {}).items()})
+                                   {int(k): v for k, v in d.get("valid", {}).items()},
+                                   failed={int(k): v for k, v in d.get("failed", {}).items()},
+                                   executed={int(k): v for k, v in d.get("executed", {}).items()},
+                                   failure_notes=list(d.get("failure_notes", [])))
                    for name, d in read_json(initial_file, "the zero/few-shot results").items()}
         for name, r in results.items():
             run.log(f"{_LABELS[name]} {_overall(r)}")
         return results
     results = evaluate(run, wanted, planner, envs, tasks)
     if run.acc.is_main_process:
-        write_json(initial_file, {k: {"plans": v.plans, "scores": v.scores, "valid": v.valid} |
+        write_json(initial_file, {k: {"plans": v.plans, "scores": v.scores, "valid": v.valid, "failed": v.failed,
+                                      "executed": v.executed, "failure_notes": v.failure_notes} |
                                   ({"n/a": v.reason} if isinstance(v, NotApplicable) else {})
                                   for k, v in results.items()})
     return results

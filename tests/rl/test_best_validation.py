@@ -72,11 +72,11 @@ def test_the_starting_planner_wins_when_training_made_it_worse(tmp_path):
     assert same(params(planner), start) and same(saved(rdir, 0), start)
 
 
-def test_select_last_hands_on_the_last_planner_and_keeps_no_extra_checkpoint(tmp_path):
+def test_select_last_hands_on_the_last_planner_and_still_keeps_the_best(tmp_path):
     trainer, planner, rdir = train(tmp_path, [0.9, 0.1, 0.2, 0.3], "rltf.select=last")
     assert (trainer.selection.select, trainer.selection.step, trainer.selection.score) == ("last", 6, 0.3)
     assert trainer.selection.label == "rltf"
-    assert [s for s, _ in checkpoints(rdir)] == [6]
+    assert [s for s, _ in checkpoints(rdir)] == [0, 6]  # the best (step 0) kept for a resume under best_validation
     assert same(params(planner), saved(rdir, 6))
 
 
@@ -105,3 +105,16 @@ def test_rotation_never_deletes_a_protected_checkpoint(tmp_path):
     assert [s for s, _ in checkpoints(tmp_path)] == [1, 3, 4]
     save_checkpoint(tmp_path, 5, planner, {}, keep=1, protect=(4,))  # a new best: the old one may go
     assert [s for s, _ in checkpoints(tmp_path)] == [4, 5]
+
+
+def test_a_run_resumed_from_select_last_to_best_validation_reports_the_true_best(tmp_path):
+    """Issue 38 item 6: trained under select=last, killed, resumed under best_validation: the best step
+    (4, 0.8) was rotated away before the fix and step 6 was reported as the best."""
+    scores = [0.5, 0.6, 0.8, 0.7]  # steps 0, 2, 4, 6
+    with pytest.raises(Killed):  # dies at step 6's validation, after checkpoint-5
+        train(tmp_path, scores, "rltf.select=last", "rltf.checkpoint_every=1", kill_at=4)
+    again, planner, rdir = train(tmp_path, [0.7], "rltf.checkpoint_every=1", resume=True)
+    sel = again.selection
+    assert (sel.select, sel.step, sel.score) == ("best_validation", 4, 0.8)
+    assert 4 in [s for s, _ in checkpoints(rdir)]
+    assert same(params(planner), saved(rdir, 4))

@@ -8,7 +8,9 @@ columns) and ``DIR/plans/solver_{split}.jsonl`` (official submission format, the
 
 :func:`load_database` reads such a directory -- ours or the real one -- the way the official tools
 do (``pd.read_csv(path).dropna()`` then the tool's columns), with a clear error naming a missing
-file or column.
+file or column. The benchmark's public tables have no flights table: ``load_database(dir,
+flights="auto")`` then generates one (:mod:`envs.travel.flights`, seeded; marked in ``source`` and
+``meta["flights"]``) and uses the folder's ``flights/clean_Flights_2022.csv`` instead when present.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from envs.travel import vocab
+from envs.travel.flights import generate_flights
 from envs.travel.geography import ISLAND_STATES, STATE_CENTRES, STATES
 from envs.travel.schema import (
     COLUMNS,
@@ -342,17 +345,30 @@ def _database_root(path: Path) -> Path:
     return path
 
 
-def load_database(database_dir: str | Path) -> SandboxDB:
+FLIGHTS_MODES = ("file", "generated", "auto")
+
+
+def load_database(database_dir: str | Path, flights: str = "file", flights_seed: int = 0) -> SandboxDB:
     """Load a database directory in the public repository's layout (the real one or an export).
 
     ``database_dir`` is the ``database/`` folder or a folder containing it. Tables are read like
     the official tools read them: rows with any empty cell dropped (except the distance matrix),
-    then the tool's columns."""
+    then the tool's columns. ``flights``: ``"file"`` -- the folder's flights table (an error names
+    it when missing); ``"generated"`` -- flights generated over the folder's cities
+    (:func:`envs.travel.flights.generate_flights` with ``flights_seed``), any file ignored;
+    ``"auto"`` -- the file when present, else generated. Generated flights are stated in
+    ``source`` (``"<dir> (flights generated, seed 0)"``) and ``meta["flights"]``."""
+    if flights not in FLIGHTS_MODES:
+        raise ValueError(f"flights={flights!r}; expected one of {list(FLIGHTS_MODES)}")
     root = _database_root(Path(database_dir))
     if not root.is_dir():
         raise FileNotFoundError(f"database directory {root} does not exist")
+    flights_file = root / DATABASE_FILES["flights"]
+    generate = flights == "generated" or (flights == "auto" and not flights_file.is_file())
     tables = {}
     for table in TABLES:
+        if table == "flights" and generate:
+            continue
         path = root / DATABASE_FILES[table]
         if not path.is_file():
             raise FileNotFoundError(
@@ -375,4 +391,8 @@ def load_database(database_dir: str | Path) -> SandboxDB:
         if len(parts) != 2:
             raise ValueError(f"{path} line {i}: expected 'city<TAB>state', got {line!r}")
         cities[parts[0]] = parts[1]
-    return SandboxDB(cities, source=str(root), **tables)
+    if not generate:
+        return SandboxDB(cities, source=str(root), meta={"root": str(root), "flights": "file"}, **tables)
+    tables["flights"], model = generate_flights(cities, tables["attractions"], tables["distances"], flights_seed)
+    meta = {"root": str(root), "flights": "generated", "flights_seed": flights_seed, "flights_model": model}
+    return SandboxDB(cities, source=f"{root} (flights generated, seed {flights_seed})", meta=meta, **tables)

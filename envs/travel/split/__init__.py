@@ -1,6 +1,8 @@
 """Train / validation / test split of the sandbox queries by query, stratified by (level, days),
 persisted in ``envs/travel/splits/seed{seed}.json`` (regenerate with ``python -m envs.travel.split``,
-``split/__main__.py``).
+``split/__main__.py``), and the queries a split name selects from the hub dataset
+(:func:`hub_split`: ``train`` / ``validation`` / ``test`` are the hub's splits,
+``<hub split>:re-split:<part>`` a part of the seeded re-split of one; :mod:`envs.travel.hub`).
 
 The file stores each query's id and text; :func:`load_split` checks them against the generated
 queries, so a change of the database, the generator or the solver that would silently change the
@@ -13,6 +15,7 @@ import json
 from pathlib import Path
 
 from envs.splitting import SPLITS, stratified_split
+from envs.travel import hub
 from envs.travel.queries import default_queries
 from envs.travel.query import TravelQuery
 
@@ -59,3 +62,14 @@ def load_split(seed: int = 0, path: str | Path | None = None, check: bool = True
                         f"travel split file {path} is stale: query {e['id']} is {e['query'][:60]!r}... there but "
                         f"{(q.query[:60] if q else 'missing')!r} now; regenerate it with python -m envs.travel.split")
     return out
+
+
+def hub_split(source, name: str, seed: int = 0, id_offset: int = 0) -> tuple[list[TravelQuery], list[dict], list[int]]:
+    """``(queries, rows, ids)`` for a split name over a hub source: the hub split the name reads
+    (every query and its raw row, ids from ``id_offset``) and the ids the name selects -- all of
+    them for ``train`` / ``validation`` / ``test``, the part of :func:`make_split` (seeded by ``seed``)
+    for ``<hub split>:re-split:<part>``."""
+    source_split, part = hub.parse_split_name(name)
+    queries, rows = hub.load_split(source, source_split, id_offset)
+    ids = [q.id for q in queries] if part is None else make_split(queries, seed)[part]
+    return queries, rows, ids

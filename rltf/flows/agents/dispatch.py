@@ -14,7 +14,7 @@ from rltf.flows.agents.mtp import run_mtp
 from rltf.flows.agents.okr import run_okr
 from rltf.flows.agents.react import run_react
 from rltf.flows.backends import make_backend
-from rltf.flows.engine.config import FlowConfig
+from rltf.flows.engine.config import Backoff, FlowConfig
 from rltf.planners.loading import load_planner
 from rltf.planners.source import SourceKind, resolve_planner_source
 from rltf.planners.tokenizer import tokenizer_texts_for
@@ -38,7 +38,7 @@ def build_backend(cfg: RunConfig, flow: FlowSettings, train_env=None):
 
 def run_method(method: str, env, query, backend, flow: FlowSettings, trace_path: str | Path | None = None):
     """One query through one method's flow: a :class:`~rltf.flows.agents.travel_nodes.FlowRun`."""
-    config = FlowConfig(max_attempts=flow.max_attempts)
+    config = FlowConfig(max_attempts=flow.max_attempts, backoff=Backoff(max_attempts=flow.backend.call_attempts))
     common = {"config": config, "system_prompts": flow.system_prompts, "trace_path": trace_path}
     if method == "mtp":
         return run_mtp(env, query, backend, flow.mtp, **common)

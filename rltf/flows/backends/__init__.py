@@ -59,7 +59,7 @@ def make_backend(config: Mapping[str, Any], *, planner: Any = None) -> Backend:
 
     ``hf``: ``model`` (id or directory), ``device``, ``dtype``, ``arch``, ``seed``, ``chat_template``,
     ``batch_size``. ``openai``: ``model``, ``base_url``, ``api_key_env``, ``timeout``,
-    ``max_concurrency``, ``logprobs``, ``seed``, ``extra_body``. ``planner``: the live planner is
+    ``max_concurrency``, ``logprobs``, ``seed``, ``extra_body``, ``max_answer_chars``. ``planner``: the live planner is
     passed as ``planner=`` (the one being trained), plus ``seed``, ``chat_template``, ``batch_size``.
     An unknown key is an error that lists the known ones."""
     cfg = dict(config)

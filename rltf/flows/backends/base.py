@@ -39,7 +39,10 @@ class BackendError(RuntimeError):
 
 @dataclass(frozen=True)
 class Choices:
-    """The answer must be exactly one of ``options`` (a grammar in spirit, tokenizer-free)."""
+    """The answer must be exactly one of ``options`` (a grammar in spirit, tokenizer-free). An
+    option listed twice is one option (the answer is a string: two entities that write the same
+    plan string, like two table rows with one name, are the same answer): ``options`` keeps the
+    first of each, in order."""
 
     options: tuple[str, ...]
 
@@ -47,10 +50,7 @@ class Choices:
         opts = tuple(options)
         if not opts or not all(isinstance(o, str) and o for o in opts):
             raise ValueError(f"Choices needs a non-empty list of non-empty strings, got {options!r}")
-        if len(set(opts)) != len(opts):
-            dup = sorted({o for o in opts if opts.count(o) > 1})
-            raise ValueError(f"Choices has duplicate options {dup}")
-        object.__setattr__(self, "options", opts)
+        object.__setattr__(self, "options", tuple(dict.fromkeys(opts)))
 
 
 GrammarArg = Union["Grammar", Choices, None]

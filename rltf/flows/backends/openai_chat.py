@@ -10,6 +10,10 @@ Greedy (``do_sample=False``) is sent as ``temperature=0``. Token usage comes fro
 ``usage``; ``logprobs=True`` asks for token log-probabilities and reports their sum. Remote
 endpoints cannot take a constrained_decoding grammar (``supports_grammar = False``); the engine
 validates :class:`~rltf.flows.backends.base.Choices` answers itself.
+
+Bounded: an answer longer than ``max_answer_chars`` is cut to it, and an error whose message is
+longer is raised again as a ``RuntimeError`` holding its first ``max_answer_chars`` characters, so a
+server sending megabytes cannot fill the memory or the flow traces (which hold answers and errors).
 """
 
 from __future__ import annotations
@@ -30,18 +34,22 @@ class OpenAIBackend:
     ``max_concurrency`` requests of a batch run at once (threads); ``timeout`` seconds to wait for
     a response (reading it); ``connect_timeout`` seconds to open the connection, short so that a
     dead or unreachable endpoint fails in seconds, not after ``timeout``; ``extra_body`` is sent
-    with every request (server-specific options)."""
+    with every request (server-specific options); ``max_answer_chars`` bounds an answer's text and
+    an error's message (see the module docstring)."""
 
     supports_grammar = False
 
     def __init__(self, model: str, base_url: str | None = None, *, api_key_env: str = "OPENAI_API_KEY",
                  sampling: Sampling | None = None, timeout: float = 120.0, connect_timeout: float = 10.0,
                  max_concurrency: int = 4,
-                 logprobs: bool = False, seed: int | None = None, extra_body: dict[str, Any] | None = None):
+                 logprobs: bool = False, seed: int | None = None, extra_body: dict[str, Any] | None = None,
+                 max_answer_chars: int = 20000):
         if not model:
             raise BackendError("the openai backend needs a model name")
         if max_concurrency < 1:
             raise BackendError(f"max_concurrency={max_concurrency}: expected at least 1")
+        if isinstance(max_answer_chars, bool) or not isinstance(max_answer_chars, int) or max_answer_chars < 1:
+            raise BackendError(f"max_answer_chars={max_answer_chars!r}: expected an integer >= 1")
         for name, seconds in (("timeout", timeout), ("connect_timeout", connect_timeout)):
             if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
                 raise BackendError(f"{name}={seconds!r}: expected a finite number of seconds > 0")
@@ -55,6 +63,7 @@ class OpenAIBackend:
         self.logprobs = logprobs
         self.seed = seed
         self.extra_body = dict(extra_body or {})
+        self.max_answer_chars = max_answer_chars
         self._client = None
 
     @property
@@ -98,7 +107,14 @@ class OpenAIBackend:
             kwargs["logprobs"] = True
         if self.extra_body:
             kwargs["extra_body"] = self.extra_body
-        resp = client.chat.completions.create(**kwargs)
+        try:
+            resp = client.chat.completions.create(**kwargs)
+        except Exception as e:
+            message = str(e)
+            if len(message) <= self.max_answer_chars:
+                raise
+            cut = f"{type(e).__name__}: {message[: self.max_answer_chars]} [... {len(message)} characters, cut]"
+            raise RuntimeError(cut) from None
         if not resp.choices:
             raise RuntimeError(f"{self.base_url or 'the endpoint'} returned no choices for model {self.model!r}")
         choice = resp.choices[0]
@@ -107,7 +123,10 @@ class OpenAIBackend:
         content = getattr(getattr(choice, "logprobs", None), "content", None)
         if content:
             logprob = float(sum(t.logprob for t in content))
-        return Completion(text=choice.message.content or "",
+        text = choice.message.content or ""
+        if len(text) > self.max_answer_chars:  # a runaway server: the answer is cut, the flow goes on
+            text = text[: self.max_answer_chars]
+        return Completion(text=text,
                           prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                           completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
                           logprob=logprob, temperature=s.temperature if s.do_sample else 1.0)

@@ -31,7 +31,8 @@ class ChoiceError(ValueError):
 
 
 class ChoiceGrammar(RowLanguageGrammar):
-    """Exactly one of ``options`` (see the module docstring). Actions are the option strings."""
+    """Exactly one of ``options`` (see the module docstring). Actions are the option strings; an
+    option listed twice is one option (``options`` keeps the first of each, in order)."""
 
     branching = False
 
@@ -39,9 +40,7 @@ class ChoiceGrammar(RowLanguageGrammar):
         opts = tuple(options)
         if not opts or not all(isinstance(o, str) and o for o in opts):
             raise GrammarError(f"a choice grammar needs a non-empty list of non-empty strings, got {options!r}")
-        if len(set(opts)) != len(opts):
-            raise GrammarError("a choice grammar has duplicate options: "
-                               f"{sorted({o for o in opts if opts.count(o) > 1})}")
+        opts = tuple(dict.fromkeys(opts))  # an option listed twice is one answer (the same string)
         self.options = opts
         self._index = {o: i for i, o in enumerate(opts)}
         self.rows = build_row_languages(tokenizer, [[RowText(i, o) for i, o in enumerate(opts)]],

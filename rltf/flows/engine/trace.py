@@ -122,13 +122,14 @@ def load_trace(path: str | os.PathLike) -> PassTrace:
     not JSON, not a trace's fields) is a :class:`~rltf.run.tracking.DamagedFileError` naming it."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DamagedFileError(f"{path} is not a readable flow trace ({type(e).__name__}: {e})") from None
+    except (ValueError, RecursionError) as e:  # not UTF-8 / not JSON / a >4300-digit number / nested too deep
+        reason = "nested too deeply" if isinstance(e, RecursionError) else f"{type(e).__name__}: {str(e)[:200]}"
+        raise DamagedFileError(f"{path} is not a readable flow trace ({reason})") from None
     if not isinstance(data, dict):
         raise DamagedFileError(f"{path} is not a flow trace: it holds a JSON {type(data).__name__}, not an object")
     version = data.get("format", TRACE_FORMAT)
-    if not isinstance(version, int) or version > TRACE_FORMAT:
-        raise ValueError(f"{path}: trace format {version!r}; this rltf reads up to {TRACE_FORMAT}")
+    if not isinstance(version, int) or isinstance(version, bool) or version > TRACE_FORMAT:
+        raise DamagedFileError(f"{path}: trace format {version!r}; this rltf reads up to {TRACE_FORMAT}")
     try:
         nodes = []
         for n in data.pop("nodes", []):

@@ -18,7 +18,7 @@ PACKAGE = ROOT / "envs" / "travel"
 # envs/travel/__init__.py's layers, lowest first: a module may import its own layer and those before it
 LAYERS = [
     {"schema", "vocab", "geography", "text", "verdicts"},
-    {"query", "plans", "tasks", "sandbox", "config", "reward"},
+    {"query", "plans", "tasks", "sandbox", "config", "reward", "hub", "reference_info", "cli"},
     {"index"},
     {"eval_mode", "tools", "candidates", "meal_costs"},
     {"commonsense", "hard_rules", "route_costs"},

@@ -184,3 +184,21 @@ def test_huge_integers_that_parse_are_rejected_not_crashed(env_and_plan):
         assert "integer" in info["error"]
     with pytest.raises(PlanParseError, match="too long to show"):  # an error message never writes it out
         parse_plan("{0x" + "f" * 5000 + ": 1}")
+
+
+@pytest.mark.parametrize("text, official, whole", [
+    ("Peaceful, beautiful home away , Denver", ("Peaceful, beautiful home away", "Denver"),
+     ("Peaceful, beautiful home away", "Denver")),
+    ("1 Bedroom , Beautiful Spacious Brownstone\n Apt, Austin", ("Apt", "Austin"),
+     ("1 Bedroom , Beautiful Spacious Brownstone\n Apt", "Austin")),
+    ("Subway, Rockford(Illinois)", ("Subway", "Rockford"), ("Subway", "Rockford")),
+    ("no comma", ("-", "-"), ("-", "-")),
+])
+def test_the_default_reading_keeps_a_name_whole_where_the_official_keeps_its_last_line(text, official, whole):
+    """Issue #36's names: the official pattern's name stops at a newline; the default evaluator's
+    reading (``entity_name_city``) keeps the whole name, and ``name_key`` makes whitespace and
+    Unicode normal form not matter."""
+    assert T.name_city(text) == official_name_city(text) == official
+    assert T.entity_name_city(text) == whole
+    assert T.name_key(whole[0]) == T.name_key(" ".join(whole[0].split()) + " ")
+    assert T.name_key("Cafe\u0301 Daniel") == T.name_key("Caf\u00e9  Daniel") != T.name_key("Cafe Daniel")

@@ -1,0 +1,158 @@
+"""Issue 38 item 3: a flow backend that answers, then dies / hangs / sends huge answers, through the
+openai backend and ``python -m rltf.flows.evaluate`` as a subprocess (a real HTTP server on 127.0.0.1):
+a backend failing too often ends the run with one error line and exit status 2 after the table is
+written with the failed queries marked; a hung server is reported within seconds of its timeouts
+(the shipped configs: ~2 minutes); huge answers are cut, so the traces stay small."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.two_processes import ROOT, child_env
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+class _Server:
+    """An OpenAI-compatible endpoint that answers ``answers`` requests (``"?"``, or ``size``
+    characters), then ``after``: ``die`` (the server shuts down: connections refused) or ``hang``
+    (requests are read and never answered)."""
+
+    def __init__(self, answers: int, after: str = "die", size: int = 1):
+        self.answers, self.after, self.size, self.requests = answers, after, size, 0
+        self.released = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                server.requests += 1
+                if server.requests > server.answers:
+                    if server.after == "hang":
+                        server.released.wait(120)
+                        return
+                    threading.Thread(target=server.close, daemon=True).start()
+                    self.close_connection = True
+                    return
+                text = "?" if server.size == 1 else "x" * server.size
+                body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": text}}],
+                        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self._closed = False
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.released.set()
+        if not self._closed:
+            self._closed = True
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+
+def _evaluate(tmp_path, url: str, *extra: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:
+    env = {**child_env(), "HARDENING_KEY": "sk-test", "NO_PROXY": "127.0.0.1,localhost",
+           "no_proxy": "127.0.0.1,localhost",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    args = ["config=configs/travel-mtp-openai.yaml", f"output_dir={tmp_path}", "run_name=ev", "env.travel.days=[3]",
+            f"flow.backend.base_url={url}", "flow.backend.model=m", "flow.backend.api_key_env=HARDENING_KEY",
+            "flow.oracle=false", "flow.trace_queries=0", "flow.mtp.supervisor=template", "flow.select=first", *extra]
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "rltf.flows.evaluate", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    return proc, time.monotonic() - t0
+
+
+def _error_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+
+
+def test_a_backend_that_dies_mid_run_ends_it_with_exit_2_and_the_failed_queries_marked(tmp_path):
+    server = _Server(answers=3, after="die")  # query 1's node is answered (3 attempts), then the server is gone
+    try:
+        proc, _ = _evaluate(tmp_path, server.url, "flow.limit=6")
+    finally:
+        server.close()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = _error_lines(proc)
+    assert len(errors) == 1 and "stopped answering" in errors[0], proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "ev" / "flow_eval.json").read_text())
+    ids = summary["queries"]
+    failed = summary["backend_errors"]["mtp"]["failed_queries"]
+    assert failed == ids[1:], (failed, ids)  # queries 2-3 failed, 4-6 were not run: all marked
+    assert [r.get("not_run", False) for r in summary["results"]["mtp"]] == [False] * 3 + [True] * 3
+    md = (tmp_path / "ev" / "flow_eval.md").read_text()
+    assert "| mtp (backend failed 5/6) |" in md and "**backend failures**" in md and "**stopped**" in md
+
+
+def test_a_hung_backend_is_reported_within_its_timeouts(tmp_path):
+    server = _Server(answers=3, after="hang")
+    try:
+        proc, seconds = _evaluate(tmp_path, server.url, "flow.limit=6", "flow.backend.timeout=1")
+    finally:
+        server.close()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert len(_error_lines(proc)) == 1 and "stopped answering" in _error_lines(proc)[0]
+    assert server.requests == 3 + 2 * 3  # two queries of 3 timed-out calls each, then it stopped
+    assert seconds < 90  # 2 x (3 x 1 s + 3 s of backoff) plus start-up, not 6 queries x 5 calls x timeout
+
+
+def test_a_backend_failing_on_more_than_the_share_of_calls_ends_the_run(tmp_path):
+    server = _Server(answers=3, after="die")
+    try:  # a streak of 2 would stop it too: the share (checked after the method) is what ends it here
+        proc, _ = _evaluate(tmp_path, server.url, "flow.limit=2", "flow.backend.max_failed_share=0.3")
+    finally:
+        server.close()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = _error_lines(proc)
+    assert len(errors) == 1 and "failed on 3 of 6 calls of mtp" in errors[0], errors
+    assert "flow.backend.max_failed_share=0.3" in errors[0]
+    md = (tmp_path / "ev" / "flow_eval.md").read_text()
+    assert "| mtp (backend failed 1/2) |" in md
+
+
+def test_huge_answers_are_cut_so_traces_stay_small(tmp_path):
+    server = _Server(answers=10**6, size=5_000_000)  # 5 MB per answer
+    try:
+        proc, _ = _evaluate(tmp_path, server.url, "flow.limit=2", "flow.trace_queries=2")  # max_answer_chars: 20000
+    finally:
+        server.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    traces = list((tmp_path / "ev" / "traces" / "mtp").glob("*.json"))
+    assert len(traces) == 2
+    sizes = [os.path.getsize(t) for t in traces]
+    assert max(sizes) < 1_000_000, sizes  # 3 attempts x (answer + the answers repeated in the retry prompts)
+
+
+def test_the_shipped_openai_configs_report_a_hung_server_within_about_two_minutes():
+    from rltf.flows.engine.config import Backoff
+    from rltf.flows.evaluate import load_flow_config
+    from rltf.flows.evaluation import FAIL_FAST_QUERIES
+
+    for name in ("mtp", "okr", "react"):
+        _, flow = load_flow_config([f"config=configs/travel-{name}-openai.yaml"])
+        b, backoff = flow.backend, Backoff(max_attempts=flow.backend.call_attempts)
+        per_query = b.call_attempts * b.timeout + sum(backoff.delay(i) for i in range(b.call_attempts - 1))
+        assert FAIL_FAST_QUERIES * per_query <= 130, (name, per_query)
+        assert 0 < b.max_failed_share < 1 and b.max_answer_chars <= 100_000
