@@ -5,7 +5,7 @@ sit at the top of the section (:class:`envs.openagi.config.OpenAGIEnvConfig`), t
 sandbox's under ``env.travel`` (:class:`envs.travel.registration.TravelSection`)::
 
     env:
-      name: travel            # openagi (default) | travel | any registered env
+      name: travel            # openagi (default) | travel | any registered env | package.module:callable
       travel: {days: [3, 5]}
 
 :func:`as_section` turns a mapping of such keys into the named env's section, refusing a key of
@@ -48,9 +48,15 @@ def as_section(config: Any = None, prefix: str = "env") -> Any:
                              f"that env's keys) or an env's config object")
     data = dict(config)
     name = data.pop("name", DEFAULT_ENV)
+    if isinstance(name, str) and name not in registry.names() and ":" in name:
+        try:  # a user's own env: package.module:callable naming its EnvSpec (registry.load)
+            name = registry.load(name).name
+        except ValueError as e:
+            raise EnvConfigError(f"bad value for '{prefix}.name': {name!r}; {e}") from None
     if name not in registry.names():
         raise EnvConfigError(f"bad value for '{prefix}.name': {name!r}; expected one of "
-                             f"{', '.join(repr(n) for n in registry.names())}")
+                             f"{', '.join(repr(n) for n in registry.names())}, or an import path "
+                             f"'package.module:callable' naming your env's EnvSpec (docs/envs/adding-an-env.md)")
     spec = registry.spec(name)
     own = {f.name for f in dataclasses.fields(spec.section)}
     for key in [k for k in data if k not in own]:

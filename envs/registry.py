@@ -12,11 +12,18 @@ The spec's callables take the env's *section* (an instance of ``spec.section``: 
 the run config's ``env:`` section for this env, with a ``name`` field and this env's keys, and a
 ``validate(prefix)`` method raising ``ValueError`` naming the bad key); registering imports
 nothing heavy, so the callables should import the env's modules when called.
+
+An env that lives in the user's own package is named on the command line by an import path,
+``env.name=mypkg.envs:sorting`` (:func:`load`): ``mypkg.envs`` is imported (from ``sys.path``, e.g.
+``PYTHONPATH``) and ``sorting`` is an :class:`EnvSpec` or a callable taking no arguments that returns
+one; the spec is registered and its section's ``name`` is ``spec.name``. :func:`origin` gives the import
+path back, so that a run's saved config names the env the way a fresh process can load it again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +61,7 @@ class EnvSpec:
 
 
 _SPECS: dict[str, EnvSpec] = {}
+_ORIGINS: dict[str, str] = {}  # spec name -> the import path it was loaded from (load)
 
 
 def register(spec: EnvSpec, *, replace: bool = False) -> EnvSpec:
@@ -67,6 +75,7 @@ def register(spec: EnvSpec, *, replace: bool = False) -> EnvSpec:
 def unregister(name: str) -> None:
     """Remove the env ``name`` (a test's own env, when the test is done)."""
     _SPECS.pop(name, None)
+    _ORIGINS.pop(name, None)
 
 
 def names() -> tuple[str, ...]:
@@ -90,3 +99,52 @@ def spec_of_section(section: Any) -> EnvSpec | None:
         if isinstance(section, s.section):
             return s
     return None
+
+
+def is_import_path(name: str) -> bool:
+    """Whether ``name`` has the form ``package.module:callable`` (what :func:`load` takes)."""
+    module, sep, attr = name.partition(":")
+    return bool(sep and module and attr) and all(p.isidentifier() for p in module.split(".") + attr.split("."))
+
+
+def load(path: str) -> EnvSpec:
+    """Import ``path`` (``package.module:callable``), register the :class:`EnvSpec` it names (the
+    attribute itself, or what calling it with no arguments returns) and return it. Loading the same
+    path again returns the spec registered the first time. Raises ``ValueError`` with one line saying
+    what failed (not an import path, the module does not import, no such attribute, not a spec)."""
+    for name, source in _ORIGINS.items():
+        if source == path and name in _SPECS:
+            return _SPECS[name]
+    if not is_import_path(path):
+        raise ValueError("expected an import path 'package.module:callable'")
+    module_name, _, attr = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as e:  # anything the user's module raises while it is imported is that module's failure
+        raise ValueError(f"cannot import module {module_name!r} ({type(e).__name__}: {_first_line(e)}); "
+                         f"is its folder on PYTHONPATH or installed?") from e
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if not isinstance(target, EnvSpec):
+        if not callable(target):
+            raise ValueError(f"{path} is a {type(target).__name__}; expected an EnvSpec or a callable returning one")
+        try:
+            target = target()
+        except Exception as e:  # the user's factory failed: one line naming it
+            raise ValueError(f"calling {path}() raised {type(e).__name__}: {_first_line(e)}") from e
+        if not isinstance(target, EnvSpec):
+            raise ValueError(f"{path}() returned a {type(target).__name__}; expected an envs.registry.EnvSpec")
+    register(target)
+    _ORIGINS[target.name] = path
+    return target
+
+
+def origin(name: str) -> str | None:
+    """The import path the env ``name`` was loaded from (:func:`load`), None for an env registered by name."""
+    return _ORIGINS.get(name)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0]

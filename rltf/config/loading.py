@@ -40,6 +40,7 @@ from omegaconf.errors import OmegaConfBaseException
 from common.atomic import write_atomic
 from common.config_fields import bound_errors
 from common.errors import UserError
+from envs import registry as env_registry
 from envs.config import EnvConfigError, validate_section
 from rltf.algorithms.baselines import BASELINES
 from rltf.config.flow import FlowSettingsError
@@ -370,8 +371,13 @@ def _type_at(key: str) -> Any:
 
 # ------------------------------------------------------------------------------ saving
 def config_to_yaml(cfg: RunConfig) -> str:
-    """The resolved run config as YAML text (what :func:`save_config` writes)."""
-    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+    """The resolved run config as YAML text (what :func:`save_config` writes). A user's env loaded from an
+    import path (``env.name=mypkg.envs:sorting``) is saved under that path, so the file loads it again."""
+    node = OmegaConf.structured(cfg)
+    source = env_registry.origin(getattr(cfg.env, "name", None))
+    if source is not None:
+        node.env.name = source
+    return OmegaConf.to_yaml(node)
 
 
 def save_config(cfg: RunConfig, path: str | os.PathLike) -> Path:

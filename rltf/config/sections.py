@@ -328,7 +328,8 @@ class RunConfig:
     # while the config is read, the env's section object after (__post_init__, envs/config.py)
     env: Any = field(default_factory=lambda: {"name": DEFAULT_ENV})
     """The env the planner is trained and evaluated on: env.name picks a registered env (openagi,
-    travel); the other env: keys are that env's own (a key of another env is refused)."""
+    travel) or imports your own, package.module:callable naming its EnvSpec (docs/envs/adding-an-env.md);
+    the other env: keys are that env's own (a key of another env is refused)."""
     sft: SftSettings = field(default_factory=SftSettings)
     """The supervised warm start before RLTF."""
     rltf: RltfSettings = field(default_factory=RltfSettings)
