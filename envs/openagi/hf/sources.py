@@ -27,7 +27,7 @@ rows per source: ~1.3 GB of ImageNet), where a non-streaming ``load_dataset`` wo
 and prepare every split of the repository. Local copies are read whole, rows drawn exactly.
 
 ImageNet is gated: accept its terms on the hub page while logged in, then authenticate
-(``huggingface-cli login`` or ``HF_TOKEN``); anything else fails with :class:`DatasetAccessError`
+(``hf auth login`` or ``HF_TOKEN``); anything else fails with :class:`DatasetAccessError`
 saying so. Should a repository still ship a loading script (unsupported since ``datasets`` 4),
 ``revision: refs/convert/parquet`` reads the hub's Parquet export instead.
 """
@@ -116,7 +116,7 @@ class DataSource:
         if self.streams:
             extra.append(f"streamed through a {self.shuffle_buffer}-row shuffle buffer")
         if self.gated:
-            extra.append("gated: accept the terms on the hub, then huggingface-cli login or HF_TOKEN")
+            extra.append("gated: accept the terms on the hub, then hf auth login or HF_TOKEN")
         return f"{where}, {', '.join(extra)}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -242,7 +242,7 @@ def hub_error(source: DataSource, exc: BaseException) -> BaseException:
     ):
         return DatasetAccessError(
             f"{where} is a gated dataset: open {page} while logged in and accept its terms, then "
-            "authenticate this machine with `huggingface-cli login` (or `hf auth login`), or set "
+            "authenticate this machine with `hf auth login`, or set "
             f"HF_TOKEN to a read token of that account. ({type(exc).__name__}: {text})")
     offline_env = any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on")
                       for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
@@ -253,7 +253,7 @@ def hub_error(source: DataSource, exc: BaseException) -> BaseException:
             f"{where} could not be fetched from the hub and is not in the local datasets cache "
             "(offline: HF_HUB_OFFLINE / HF_DATASETS_OFFLINE set, or no network). Go online once to "
             f"build the suite, or point env.datasets.{source.name}.path at a local copy."
-            + (f" It is also gated: accept its terms at {page}, then `huggingface-cli login` or set HF_TOKEN."
+            + (f" It is also gated: accept its terms at {page}, then `hf auth login` or set HF_TOKEN."
                if source.gated else "")
             + f" ({type(exc).__name__}: {text})")
     if "Dataset scripts are no longer supported" in text:

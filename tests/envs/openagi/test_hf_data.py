@@ -411,7 +411,7 @@ def test_gated_offline_and_script_errors_say_what_to_do():
     gated = hub_error(imagenet, hfd.exceptions.DatasetNotFoundError(
         "Dataset 'ILSVRC/imagenet-1k' is a gated dataset on the Hub. You must be authenticated to access it."))
     assert isinstance(gated, DatasetAccessError)
-    for words in ("gated", "accept its terms", "huggingface-cli login", "HF_TOKEN",
+    for words in ("gated", "accept its terms", "hf auth login", "HF_TOKEN",
                   "https://huggingface.co/datasets/ILSVRC/imagenet-1k"):
         assert words in str(gated)
     # the real call, offline (HF_HUB_OFFLINE=1): fails at once, saying how to get the data
