@@ -44,6 +44,8 @@ Public API
 ----------
 - :func:`sample_plans`, :func:`beam_search_plans`, :func:`greedy_plans` -> :class:`DecodedPlan`
   (the action, its rows and start states, its log-probability)
+- :func:`sample_distinct_plans` -> :class:`DistinctPlans`: K distinct actions per prompt, an exact
+  sample without replacement from π_c (stochastic beam search), their perturbed keys and threshold
 - :func:`plan_logprobs`: differentiable ``[n]`` tensor of log π_c(action) (of actions, or of
   DecodedPlans, whose rows are reused)
 - :class:`Grammar` (the protocol), :func:`build_row_languages` / :class:`RowText` (the minimal
@@ -55,7 +57,8 @@ Modules: ``protocol`` (Grammar), ``dfa`` (TokenDFA), ``rows`` (row languages fro
 token mask: π_c's log-probabilities from the allowed-token logits), ``kv_rows`` (the
 running rows' cache), ``runner`` (the model, step-wise and teacher-forced), ``encoder_memo``
 (encoder states read once for sampling and scoring), ``search``
-(sampling), ``beam`` (beam search), ``decode`` / ``logprobs`` (the API), ``prompts``.
+(sampling), ``beam`` (beam search, and stochastic beam search on perturbed keys),
+``without_replacement`` (K distinct plans), ``decode`` / ``logprobs`` (the API), ``prompts``.
 
 Models: HF encoder-decoder (T5) or causal (LLaMA-style) models, plain or PEFT-wrapped.
 """
@@ -66,9 +69,11 @@ from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts, format_prompt
 from constrained_decoding.protocol import Grammar
 from constrained_decoding.rows import GrammarError, RowLanguages, RowText, build_row_languages, special_ids
+from constrained_decoding.without_replacement import DistinctPlans, sample_distinct_plans
 
 __all__ = [
     "DecodedPlan",
+    "DistinctPlans",
     "Grammar",
     "GrammarError",
     "PLAN_SEPARATOR",
@@ -81,6 +86,7 @@ __all__ = [
     "encode_prompts",
     "format_prompt",
     "greedy_plans",
+    "sample_distinct_plans",
     "sample_plans",
     "plan_logprobs",
     "special_ids",

@@ -22,6 +22,18 @@ row (the rows that branch rows continue) holds a fork of its row's cache, taken 
 
 A group's beams are contiguous rows; groups of different widths are searched together on a view
 padded to the widest group (padding scores -inf, picks beyond a group's width dropped).
+
+Stochastic beam search (``gumbel``: a generator; Kool, van Hoof & Welling, ICML 2019): beams are
+ranked by *perturbed* scores instead of log-probabilities. Every node of the search tree (a row
+prefix) holds G = its log-probability φ plus Gumbel noise, conditioned top-down so that the largest
+G of a node's children equals the node's own (:func:`perturbed_keys`); G of a node is then the
+largest G of the finished rows below it, the same property a log-probability has (it only falls),
+so the search above -- with G for the score -- returns the ``width`` finished rows of largest G:
+an exact sample without replacement from π_c (at ``temperature``). A group may start from a node
+of a larger tree (``BeamGroup``'s optional ``(φ, G)``: a plan's earlier rows): its rows carry the
+plan's φ and G. Every group also reports the largest G it discarded (:attr:`Group.dropped`: the
+threshold κ of the estimators that weight by inclusion probabilities). Hypotheses are
+``(tokens, log-probability, rank score)``: the rank score is G, or the log-probability itself.
 """
 
 from __future__ import annotations
@@ -46,19 +58,44 @@ from constrained_decoding.search import (
 )
 from constrained_decoding.tables import StateTables
 
-BeamGroup = tuple[int, RowStart, int]  # a prompt index, a start and a beam width
-Hyps = list[tuple[tuple[int, ...], float]]  # finished rows (token ids) and their scores, best first
+BeamGroup = tuple  # (prompt index, start, beam width) or (..., φ, G): the plan's log-prob and key it continues
+Hyps = list[tuple[tuple[int, ...], float, float]]  # finished rows: token ids, log-prob and rank score; best first
 BeamSpawn = Callable[[list[tuple[int, Hyps]]], Sequence[BeamGroup]]
 NEG_INF = float("-inf")
 
 
 @dataclass
 class Finished:
-    """A finished hypothesis: its score, its tokens, and (root rows that branch) a fork of its cache."""
+    """A finished hypothesis: its rank score, its tokens, its log-probability and (root rows that
+    branch) a fork of its cache."""
 
     score: float
     tokens: tuple[int, ...]
     fork: RowFork | None = None
+    logprob: float = 0.0
+
+
+def log1mexp(x: torch.Tensor) -> torch.Tensor:
+    """log(1 − exp(x)) for x <= 0, accurate at both ends (−inf at x = 0)."""
+    return torch.where(x > -0.6931471805599453, torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
+
+
+def perturbed_keys(phi: torch.Tensor, parent: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Stochastic beam search's keys of the children of every row (``[rows, D]``, float64): Gumbel
+    noise of location ``phi`` (the children's log-probabilities, -inf where a slot is not allowed),
+    conditioned on their maximum being ``parent`` (``[rows]``, the row's own key):
+    G = −log(exp(−T) − exp(−Z) + exp(−G̃)), G̃ = φ + Gumbel(0), Z = max G̃, T the parent's key
+    (computed as T − softplus(T − G̃ + log(1 − exp(G̃ − Z)))). The child with the largest G̃ gets T."""
+    phi = phi.double()
+    u = torch.rand(phi.shape, generator=generator, device=phi.device, dtype=torch.float64)
+    g = phi - torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float64).tiny)))
+    allowed = phi > NEG_INF
+    g = g.masked_fill(~allowed, NEG_INF)
+    z = g.max(1, keepdim=True).values
+    t = parent.double().unsqueeze(1)
+    v = t - g + log1mexp((g - z).clamp_max(0.0))
+    keys = t - torch.nn.functional.softplus(v)
+    return keys.masked_fill(~allowed | (t == NEG_INF), NEG_INF)
 
 
 @dataclass
@@ -73,35 +110,48 @@ class Group:
     forkable: bool  # its finished rows keep a fork of their cache (branch rows will continue them)
     kept: list[Finished] = field(default_factory=list)  # the best ``width`` finished so far, best first
     result: Hyps | None = None  # set when it stops
+    dropped: float = NEG_INF  # the largest rank score of a node it discarded (stochastic beam search's κ)
 
 
 @dataclass
 class Step:
     """One step's choices over the running rows (``[groups, width]`` views for the grid)."""
 
-    val: torch.Tensor  # [groups, width] best running scores (-inf: none)
+    val: torch.Tensor  # [groups, width] best running rank scores (-inf: none)
     src: torch.Tensor  # [rows] the row each new running beam continues
     slot: torch.Tensor  # [rows] its slot
-    score: torch.Tensor  # [rows] its score
-    fin_val: torch.Tensor  # [groups, width] best finishing scores
+    score: torch.Tensor  # [rows] its rank score
+    fin_val: torch.Tensor  # [groups, width] best finishing rank scores
     fin_src: torch.Tensor  # [groups, width] their rows
     fin_slot: torch.Tensor  # [groups, width] their slots
+    logprob: torch.Tensor | None = None  # (stochastic) [rows] the running beams' log-probabilities
+    fin_logprob: torch.Tensor | None = None  # (stochastic) [groups, width] the finishing ones'
+    next_val: torch.Tensor | None = None  # (stochastic) [groups, 2] the best running and finishing left out
 
 
 class BeamSearch:
     """Beam search of many groups in one running batch (see the module docstring)."""
 
     def __init__(self, runner: PlannerRunner, tables: StateTables, spawn: BeamSpawn | None = None, *,
-                 reuse_cache: bool = True, greedy: bool = False):
+                 reuse_cache: bool = True, greedy: bool = False, gumbel: torch.Generator | None = None,
+                 temperature: float = 1.0, keep_forks: bool = False):
         self.runner, self.tables, self.spawn = runner, tables, spawn
         self.reuse = spawn is not None and reuse_cache
         self.reuse_cache, self.greedy = reuse_cache, greedy
+        self.gumbel, self.temperature = gumbel, temperature
+        if gumbel is not None and greedy:
+            raise ValueError("greedy=True with a gumbel generator: stochastic beam search has no argmax path")
+        # keep_forks: the forks of every finished root row stay available to later spawned groups (not
+        # only to those spawned when it stops): stochastic beam search spawns a plan's branch rows one by one
+        self.keep_forks = keep_forks
+        self.forks: list[tuple[RowFork, int, tuple[int, ...]]] = []
         self.groups: list[Group] = []
         self.running: list[int] = []  # the groups in the batch, in row order (each holds ``width`` rows)
         dev = self.dev = tables.allowed.device
         self.state = torch.zeros(0, dtype=torch.long, device=dev)  # per row: grammar state
         self.length = torch.zeros(0, dtype=torch.long, device=dev)  # per row: tokens chosen (not counting pad)
         self.score = torch.zeros(0, device=dev)  # per row: log-probability so far
+        self.key = torch.zeros(0, dtype=torch.float64, device=dev)  # per row (stochastic): its perturbed key
         self.seq = torch.zeros((0, 0), dtype=torch.long, device=dev)  # per row: every token chosen since born
         self.feats: torch.Tensor | None = None
         self.waiting = Waiting(lambda item: item[0][2])
@@ -129,44 +179,66 @@ class BeamSearch:
         widths = [self.groups[g].width for g in self.running]
         n, w = len(widths), max(widths)
         self.steps += 1
-        lp, self.idx, self.bad = slot_logprobs(self.runner, tables, self.feats, self.state, 1.0)
+        lp, self.idx, self.bad = slot_logprobs(self.runner, tables, self.feats, self.state, self.temperature)
         d = lp.shape[1]
         cand = self.score.unsqueeze(1) + lp
+        rank = cand if self.gumbel is None else perturbed_keys(cand, self.key, self.gumbel)
         ends = tables.final[tables.next_state[self.state]]  # [rows, d]: the slot ends the row
-        run, fin = cand.masked_fill(ends, NEG_INF), cand.masked_fill(~ends, NEG_INF)
+        run, fin = rank.masked_fill(ends, NEG_INF), rank.masked_fill(~ends, NEG_INF)
+        # (stochastic) one more of each: the best left out, whose key is a candidate for κ
+        top = w if self.gumbel is None else min(w + 1, w * d)
         if min(widths) == w:  # one width: the rows are an [n, w] grid
             base = (torch.arange(n, device=dev) * w).unsqueeze(1)
-            val, pos = run.view(n, w * d).topk(w, dim=1)
-            fin_val, fin_pos = fin.view(n, w * d).topk(w, dim=1)
-            src = (base + torch.div(pos, d, rounding_mode="floor")).view(-1)
-            return Step(val, src, (pos % d).view(-1), val.view(-1), fin_val,
-                        base + torch.div(fin_pos, d, rounding_mode="floor"), fin_pos % d)
-        # row j of group i at grid[i, j]; missing rows repeat the group's first row, scored -inf
-        first = torch.as_tensor([0, *itertools.accumulate(widths)][:-1], device=dev)
-        in_group = torch.arange(w, device=dev) < torch.as_tensor(widths, device=dev).unsqueeze(1)
-        grid = first.unsqueeze(1) + torch.arange(w, device=dev) * in_group
-        missing = ~in_group.unsqueeze(2)
-        val, pos = run[grid].masked_fill(missing, NEG_INF).view(n, w * d).topk(w, dim=1)
-        fin_val, fin_pos = fin[grid].masked_fill(missing, NEG_INF).view(n, w * d).topk(w, dim=1)
-        src = grid.gather(1, torch.div(pos, d, rounding_mode="floor"))[in_group]
-        return Step(val, src, (pos % d)[in_group], val[in_group], fin_val,
-                    grid.gather(1, torch.div(fin_pos, d, rounding_mode="floor")), fin_pos % d)
+            val, pos = run.view(n, w * d).topk(top, dim=1)
+            fin_val, fin_pos = fin.view(n, w * d).topk(top, dim=1)
+            src = (base + torch.div(pos[:, :w], d, rounding_mode="floor")).view(-1)
+            slot, fin_src = (pos[:, :w] % d).view(-1), base + torch.div(fin_pos[:, :w], d, rounding_mode="floor")
+        else:  # row j of group i at grid[i, j]; missing rows repeat the group's first row, scored -inf
+            first = torch.as_tensor([0, *itertools.accumulate(widths)][:-1], device=dev)
+            in_group = torch.arange(w, device=dev) < torch.as_tensor(widths, device=dev).unsqueeze(1)
+            grid = first.unsqueeze(1) + torch.arange(w, device=dev) * in_group
+            missing = ~in_group.unsqueeze(2)
+            val, pos = run[grid].masked_fill(missing, NEG_INF).view(n, w * d).topk(top, dim=1)
+            fin_val, fin_pos = fin[grid].masked_fill(missing, NEG_INF).view(n, w * d).topk(top, dim=1)
+            src = grid.gather(1, torch.div(pos[:, :w], d, rounding_mode="floor"))[in_group]
+            slot = (pos[:, :w] % d)[in_group]
+            fin_src = grid.gather(1, torch.div(fin_pos[:, :w], d, rounding_mode="floor"))
+        fin_slot = fin_pos[:, :w] % d
+        if self.gumbel is None:
+            return Step(val, src, slot, val[:, :w].reshape(-1) if min(widths) == w else val[in_group], fin_val,
+                        fin_src, fin_slot)
+        left_out = torch.full((n, 2), NEG_INF, dtype=val.dtype, device=dev)
+        if top > w:
+            left_out = torch.stack([val[:, w], fin_val[:, w]], 1)
+        val, fin_val = val[:, :w], fin_val[:, :w]
+        score = val.reshape(-1) if min(widths) == w else val[in_group]
+        return Step(val, src, slot, score, fin_val, fin_src, fin_slot, cand[src, slot], cand[fin_src, fin_slot],
+                    left_out)
 
     def _record_finished(self, step: Step) -> list[bool]:
         """Keep the finishing continuations that enter their group's best; which groups stop."""
-        # one transfer per step: per group its best running and finishing scores, then how many
-        # rows had unusable logits (checked before anything of this step is kept)
+        # one transfer per step: per group its best running and finishing scores (stochastic: and the
+        # best of each left out), then how many rows had unusable logits (checked before anything of
+        # this step is kept)
         n_bad = self.bad.sum().to(step.val.dtype).expand(step.val.shape[0], 1)
-        top = torch.cat([step.val[:, :1], step.fin_val, n_bad], 1).tolist()
+        stochastic = step.next_val is not None
+        w = step.val.shape[1]
+        # stochastic: every running and finishing score, then the best of each left out
+        parts = [step.val, step.fin_val, step.next_val] if stochastic else [step.val[:, :1], step.fin_val]
+        top = torch.cat([*parts, n_bad], 1).tolist()
         if top[0][-1]:
             raise nonfinite_logits_error(self.steps, int(top[0][-1]))
         entering: list[tuple[int, int, float]] = []  # (group position, rank, score)
         done: list[bool] = []
         for i, g in enumerate(self.running):
-            gw, best_running = self.groups[g].width, top[i][0]
-            worse = [-h.score for h in self.groups[g].kept]  # (negated: ascending)
+            grp = self.groups[g]
+            row = top[i][:-1]
+            running, finishing = (row[: w] + row[2 * w : 2 * w + 1], row[w : 2 * w] + row[2 * w + 1 :]) if stochastic \
+                else (row[:1], row[1:])
+            gw, best_running = grp.width, running[0]
+            worse = [-h.score for h in grp.kept]  # (negated: ascending)
             added = 0
-            for j, f in enumerate(top[i][1 : 1 + gw]):  # best first: the one of rank j is kept if fewer
+            for j, f in enumerate(finishing[:gw]):  # best first: the one of rank j is kept if fewer
                 if f == NEG_INF or j + bisect.bisect_right(worse, -f) >= gw:  # than ``width`` score >= f
                     break
                 if self.greedy and f < best_running:  # strict argmax: ending is not the best choice
@@ -175,7 +247,11 @@ class BeamSearch:
                 added += 1
             if added:
                 worse = sorted(worse + [-f for _, _, f in entering[-added:]])[:gw]
-            done.append(best_running == NEG_INF or (len(worse) == gw and -worse[-1] >= best_running))
+            stops = best_running == NEG_INF or (len(worse) == gw and -worse[-1] >= best_running)
+            if stochastic:  # the best nodes this step left out: a running one not taken, a finishing one not kept,
+                #             and at the stop the running beams themselves
+                grp.dropped = max(grp.dropped, running[gw], finishing[added], best_running if stops else NEG_INF)
+            done.append(stops)
         if entering:
             self._keep(step, entering)
         return done
@@ -185,15 +261,20 @@ class BeamSearch:
         rows, slots = step.fin_src[at[:, 0], at[:, 1]], step.fin_slot[at[:, 0], at[:, 1]]
         toks, ended = self.idx[rows, slots].tolist(), self.tables.final[self.state[rows]].tolist()
         lens, seqs = self.length[rows].tolist(), self.seq[rows].tolist()
+        lps = ([f for _, _, f in entering] if step.fin_logprob is None
+               else step.fin_logprob[at[:, 0], at[:, 1]].tolist())
         new: dict[int, list[Finished]] = {}
-        for (i, _, sc), row, q, k, t, e in zip(entering, rows.tolist(), seqs, lens, toks, ended):
+        for (i, _, sc), row, q, k, t, e, lp in zip(entering, rows.tolist(), seqs, lens, toks, ended, lps):
             grp = self.groups[self.running[i]]
             held = grp.prefix + tuple(q[grp.born : grp.born + k])  # the row's tokens, all in its cache
             fork = self.runner.fork(row, self.runner.context_len(grp.prompt) + len(held)) if grp.forkable else None
-            new.setdefault(self.running[i], []).append(Finished(sc, held if e else held + (t,), fork))
+            new.setdefault(self.running[i], []).append(Finished(sc, held if e else held + (t,), fork, lp))
         for g, hyps in new.items():  # (stable: on equal scores the earlier hypothesis stays first)
             grp = self.groups[g]
-            grp.kept = sorted(grp.kept + hyps, key=lambda h: -h.score)[: grp.width]
+            ranked = sorted(grp.kept + hyps, key=lambda h: -h.score)
+            grp.kept = ranked[: grp.width]
+            if len(ranked) > grp.width:
+                grp.dropped = max(grp.dropped, ranked[grp.width].score)
 
     def _advance(self, step: Step) -> torch.Tensor:
         """The running beams take their chosen slots; the tokens to feed."""
@@ -201,7 +282,10 @@ class BeamSearch:
         tok = self.idx[src, step.slot]
         self.length = self.length[src] + (~tables.final[self.state[src]]).long()
         self.state = tables.next_state[self.state[src], step.slot]
-        self.score = step.score
+        if step.logprob is None:
+            self.score = step.score
+        else:
+            self.score, self.key = step.logprob, step.score
         self.seq = torch.cat([self.seq[src], tok.unsqueeze(1)], 1)
         return tok
 
@@ -216,13 +300,16 @@ class BeamSearch:
             if not done[i]:
                 keep_rows += rows
                 continue
-            grp.result = [(h.tokens, h.score) for h in grp.kept]
+            grp.result = [(h.tokens, h.logprob, h.score) for h in grp.kept]
             cached += [(h.fork, grp.prompt, h.tokens[:-1]) for h in grp.kept if h.fork is not None]
             grp.kept = []
             finished.append((g, grp.result))
+        if self.keep_forks:
+            self.forks += cached
+            cached = self.forks
         if self.spawn is not None and finished:
             new_groups = self.spawn(finished)
-            forks = forks_for(self.runner, cached, [(p, s) for p, s, _ in new_groups], self.reuse_cache)
+            forks = forks_for(self.runner, cached, [(p, s) for p, s, *_ in new_groups], self.reuse_cache)
             self.waiting.add(list(zip(new_groups, forks)))
         any_done = any(done)
         self.running = [g for i, g in enumerate(self.running) if not done[i]]
@@ -234,6 +321,8 @@ class BeamSearch:
             src, tok = src[keep], tok[keep]
             self.state, self.score, self.seq, self.length = (self.state[keep], self.score[keep], self.seq[keep],
                                                              self.length[keep])
+            if self.gumbel is not None:
+                self.key = self.key[keep]
         self.runner.select(src, same_prompt=not any_done)
         self.feats = self.runner.step(tok) if self.running else None
         if new:
@@ -241,20 +330,28 @@ class BeamSearch:
         return False
 
     def _join(self, new: Sequence[BeamGroup], forks: Sequence[Fork] | None = None) -> None:
-        """Open the rows of new groups (a group's first beam scores 0, the others -inf until they diverge)."""
-        rep = [(p, s) for p, s, w in new for _ in range(w)]
-        row_forks = None if forks is None else [f for f, (_, _, w) in zip(forks, new) for _ in range(w)]
+        """Open the rows of new groups: a group's first beam scores its start (0, or the φ it continues;
+        stochastic: its key the G it continues), the others -inf until they diverge."""
+        rep = [(p, s) for p, s, w, *_ in new for _ in range(w)]
+        row_forks = None if forks is None else [f for f, (_, _, w, *_) in zip(forks, new) for _ in range(w)]
         pre, new_state, new_feats = open_rows(self.runner, self.tables, [p for p, _ in rep], [s for _, s in rep],
                                               join=bool(self.running) or forks is not None, forks=row_forks)
         first = 0
-        for p, (g, s), w in new:
+        for p, (g, s), w, *_ in new:
             self.running.append(len(self.groups))
             self.groups.append(Group(p, (g, s), w, tuple(pre[first]), self.seq.shape[1],
                                      self.reuse and g.branching and s == g.root))
             first += w
         dev = self.dev
+        firsts = torch.as_tensor([0, *itertools.accumulate(w for _, _, w, *_ in new)][:-1], device=dev)
         new_score = torch.full((len(rep),), NEG_INF, device=dev)
-        new_score[torch.as_tensor([0, *itertools.accumulate(w for _, _, w in new)][:-1], device=dev)] = 0.0
+        new_score[firsts] = torch.as_tensor([x[3] if len(x) > 3 else 0.0 for x in new], dtype=new_score.dtype,
+                                            device=dev)
+        if self.gumbel is not None:
+            new_key = torch.full((len(rep),), NEG_INF, dtype=torch.float64, device=dev)
+            new_key[firsts] = torch.as_tensor([x[4] if len(x) > 4 else 0.0 for x in new], dtype=torch.float64,
+                                              device=dev)
+            self.key = torch.cat([self.key, new_key])
         self.state = torch.cat([self.state, new_state])
         self.score = torch.cat([self.score, new_score])
         self.length = torch.cat([self.length, torch.zeros(len(rep), dtype=torch.long, device=dev)])

@@ -220,7 +220,7 @@ def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], gramm
                 g = grammars[p] if p < len(grammars) else None
                 if g is None or not g.branching or not hyps:
                     continue
-                starts = [g.branch_starts(tokens) for tokens, _ in hyps]
+                starts = [g.branch_starts(tokens) for tokens, *_ in hyps]
                 keep = max(1, num_beams // (max(1, len(starts[0])) * branch_beams))
                 for rank, ss in enumerate(starts[:keep]):
                     for s in ss:
@@ -237,7 +237,7 @@ def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], gramm
     out: list[list[DecodedPlan]] = []
     for p, g in enumerate(grammars):
         cands: list[DecodedPlan] = []
-        for rank, (root_tokens, root_score) in enumerate(roots[p]):
+        for rank, (root_tokens, root_score, _) in enumerate(roots[p]):
             lists = per_root.get((p, rank), [])
             if g.branching and not lists and g.branch_starts(root_tokens):
                 break  # root rows beyond the best ``keep`` got no branch search
@@ -256,7 +256,7 @@ def _best_combinations(lists: Sequence[tuple[int, Hyps]], n: int) -> list[tuple[
     ``branch_beams ** rows`` (a 7-day itinerary has ~40 branch rows)."""
     best: list[tuple[float, tuple]] = [(0.0, ())]
     for s, hyps in lists:
-        merged = [(score + sc, combo + ((s, t),)) for score, combo in best for t, sc in hyps]
+        merged = [(score + sc, combo + ((s, t),)) for score, combo in best for t, sc, _ in hyps]
         merged.sort(key=lambda x: -x[0])  # stable: ties keep the product's order
         best = merged[:n]
     return best

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import functools
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,14 +31,42 @@ class StateTables:
     allowed_local: torch.Tensor  # [S, D] int64 positions in ``vocab``
 
 
-@functools.lru_cache(maxsize=64)
+CACHE_ENTRIES = 64
+"""Batches of grammars whose stacked tables stay cached (a training step's batch is stacked by the
+sampler and again by the scorer; the held-out batches recur every evaluation)."""
+CACHE_BYTES = 1 << 30
+"""...and their bytes at most (the newest batch is always kept): a batch's tables are its states times
+the widest state of its grammars, so real-table travel grammars (hundreds of options in a state) reach
+hundreds of MB per batch, and SFT's shuffled batches are each new -- 64 of them passed 20 GB."""
+
+_cache: OrderedDict[tuple, StateTables] = OrderedDict()
+_lock = threading.Lock()  # (flow backends decode from several threads)
+
+
 def stack_tables(grammars: tuple[Grammar, ...], device: torch.device) -> StateTables:
-    """One state numbering for the grammars of a batch (cached: grammars hash by identity).
+    """One state numbering for the grammars of a batch (cached, least recently used out first, within
+    :data:`CACHE_ENTRIES` batches and :data:`CACHE_BYTES`: grammars hash by identity).
 
     Built outside inference mode even when decoding asks first: the cached tensors are reused
     by the scorer, whose autograd graph must be allowed to save them."""
+    key = (grammars, device)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
     with torch.inference_mode(False):
-        return _stack_tables(grammars, device)
+        tables = _stack_tables(grammars, device)
+    with _lock:
+        _cache[key] = tables
+        while len(_cache) > 1 and (len(_cache) > CACHE_ENTRIES or sum(map(_nbytes, _cache.values())) > CACHE_BYTES):
+            _cache.popitem(last=False)
+    return tables
+
+
+def _nbytes(t: StateTables) -> int:
+    return sum(x.numel() * x.element_size() for x in (t.allowed, t.valid, t.next_state, t.final, t.vocab,
+                                                       t.allowed_local))
 
 
 def _stack_tables(grammars: tuple[Grammar, ...], device: torch.device) -> StateTables:

@@ -14,6 +14,9 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 SPLITS = ("train", "validation", "test")
+# eval.splits=[non_train]: every item of the suite not in its train split (OpenAGI's full suite: the 165
+# tasks outside its 20 train tasks, most in no split; lite: validation + test), the comparisons' held-out set
+NON_TRAIN = "non_train"
 
 
 def check_fractions(fractions: dict[str, float]) -> None:

@@ -15,6 +15,9 @@ whether E[A·∇log π] is the policy gradient (not in it: unbiased) or a biased
                    (leave-one-out)
 ``grpo``           the group's mean reward (GRPO, DeepSeekMath)  (R_i − b_i) / (std_group + 1e-4)     yes
 ``dr_grpo``        the group's mean reward (Dr. GRPO)            R_i − b_i                            yes
+``unordered_set``  B_i: p(s_i)R_i + the unordered-set estimate   n/T · p(s_i)·R(S, s_i)·(R_i − B_i)   its exact
+                   of E[R] from the group's other plans          (the estimator's weight)             share
+                   (Kool et al. 2020)
 =================  ===========================================  ===================================  ==========
 
 ``moving_average`` / ``per_task`` / ``rloo``: a sample's baseline never contains its own reward, so
@@ -48,8 +51,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rltf.algorithms.registry import Registry
+from rltf.algorithms.unordered_set import unordered_set_weights
 
 GRPO_STD_EPS = 1e-4  # grpo: A = (R − mean) / (std + eps), TRL's epsilon
+
+
+@dataclass(frozen=True)
+class SetDraws:
+    """What the unordered-set estimator reads of a batch drawn without replacement: log π_c of each
+    plan as the sampler drew it, and whether its task's set holds every valid plan."""
+
+    logp: np.ndarray
+    complete: np.ndarray
 
 
 @dataclass
@@ -65,14 +78,16 @@ class Memory:
 # batch AFTER its advantages are computed
 
 
-def moving_average(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float) -> tuple[np.ndarray, np.ndarray]:
+def moving_average(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float,
+                   sets: SetDraws | None = None) -> tuple[np.ndarray, np.ndarray]:
     b = leave_one_out(r) if memory.value is None else np.full_like(r, memory.value)
     mean = float(r.mean())
     memory.value = mean if memory.value is None else decay * memory.value + (1 - decay) * mean
     return r - b, b
 
 
-def per_task(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float) -> tuple[np.ndarray, np.ndarray]:
+def per_task(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float,
+             sets: SetDraws | None = None) -> tuple[np.ndarray, np.ndarray]:
     b = np.array([memory.per_task.get(int(t), np.nan) for t in ids])
     first = np.isnan(b)  # a task's first visit: the mean of its other samples
     for t in np.unique(ids[first]):
@@ -84,7 +99,8 @@ def per_task(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float) -> tu
     return r - b, b
 
 
-def rloo(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float) -> tuple[np.ndarray, np.ndarray]:
+def rloo(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float,
+         sets: SetDraws | None = None) -> tuple[np.ndarray, np.ndarray]:
     b = np.empty_like(r)
     for t in np.unique(ids):
         m = ids == t
@@ -104,21 +120,38 @@ def group_mean(r: np.ndarray, ids: np.ndarray, scaled: bool) -> tuple[np.ndarray
     return (r - b) / scale, b
 
 
-def grpo(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float) -> tuple[np.ndarray, np.ndarray]:
+def grpo(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float,
+         sets: SetDraws | None = None) -> tuple[np.ndarray, np.ndarray]:
     return group_mean(r, ids, scaled=True)
 
 
-def dr_grpo(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float) -> tuple[np.ndarray, np.ndarray]:
+def dr_grpo(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float,
+            sets: SetDraws | None = None) -> tuple[np.ndarray, np.ndarray]:
     return group_mean(r, ids, scaled=False)
+
+
+def unordered_set(r: np.ndarray, ids: np.ndarray, memory: Memory, decay: float,
+                  sets: SetDraws | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per task's set: advantage n/T · p(s)R(S, s)·(R_s − B_s), baseline B_s (module docstring)."""
+    if sets is None:
+        raise ValueError("the unordered_set baseline needs the plans' log-probabilities as drawn without replacement")
+    adv, b = np.empty_like(r), np.empty_like(r)
+    tasks = np.unique(ids)
+    for t in tasks:
+        m = ids == t
+        w, b[m] = unordered_set_weights(sets.logp[m], r[m], bool(sets.complete[m].all()))
+        adv[m] = w * (r[m] - b[m])
+    return adv * (len(r) / max(1, len(tasks))), b
 
 
 @dataclass(frozen=True)
 class BaselineSpec:
     """One ``rltf.baseline``: its formula and the properties the config and the docs read."""
 
-    advantages: Callable[[np.ndarray, np.ndarray, Memory, float], tuple[np.ndarray, np.ndarray]]
+    advantages: Callable[..., tuple[np.ndarray, np.ndarray]]  # (rewards, task ids, memory, decay, sets)
     group: bool  # b over each task's group of K samples in the batch: needs k_samples >= 2
     own_reward: bool  # b_i contains R_i (biased or rescaled policy gradient)
+    without_replacement: bool = False  # the K plans of a task are distinct, drawn by stochastic beam search
 
 
 BASELINES: Registry[BaselineSpec] = Registry("baseline", {
@@ -127,6 +160,7 @@ BASELINES: Registry[BaselineSpec] = Registry("baseline", {
     "rloo": BaselineSpec(rloo, group=True, own_reward=False),
     "grpo": BaselineSpec(grpo, group=True, own_reward=True),
     "dr_grpo": BaselineSpec(dr_grpo, group=True, own_reward=True),
+    "unordered_set": BaselineSpec(unordered_set, group=True, own_reward=True, without_replacement=True),
 })
 
 
@@ -145,11 +179,13 @@ class Baseline:
         if not 0.0 <= self.decay < 1.0:
             raise ValueError(f"baseline decay {self.decay!r}: expected a value in [0, 1)")
 
-    def advantages(self, rewards: Sequence[float], task_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """(advantages, baselines) for a batch; then the moving averages take in this batch."""
+    def advantages(self, rewards: Sequence[float], task_ids: Sequence[int],
+                   sets: SetDraws | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(advantages, baselines) for a batch; then the moving averages take in this batch. ``sets``:
+        the batch's draw without replacement (the ``unordered_set`` baseline reads it)."""
         r = np.asarray(rewards, dtype=np.float64)
         memory = Memory(self.value, self.per_task)
-        out = self.spec.advantages(r, np.asarray(task_ids), memory, self.decay)
+        out = self.spec.advantages(r, np.asarray(task_ids), memory, self.decay, sets)
         self.value = memory.value  # (per_task: the same dict, updated in place)
         return out
 

@@ -8,5 +8,6 @@
   :mod:`~rltf.comparison.runs` (every arm x seed as its own process, resumable),
   :mod:`~rltf.comparison.results` (the finished runs read back),
   :mod:`~rltf.comparison.aggregate` (mean ± std over seeds, bootstrap intervals, curves),
+  :mod:`~rltf.comparison.paired` (paired per-task differences between arms, two-way bootstrap over tasks and seeds),
   :mod:`~rltf.comparison.report` (``compare.md``, ``compare.png``, ``compare.json``).
 """

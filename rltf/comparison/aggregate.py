@@ -1,10 +1,12 @@
-"""Aggregating a comparison over seeds: mean ± std, bootstrap intervals over tasks, curves.
+"""Aggregating a comparison over seeds: mean ± std, bootstrap intervals over tasks, paired differences, curves.
 
 :func:`aggregate` reads every finished run back: per row the value of each seed, mean ± std over
 seeds (std with ddof=1), the bootstrap interval over tasks of the seed-averaged per-task scores
 (:func:`rltf.evaluation.schemas.bootstrap_interval`), the valid-plan rates, the train reward against the
 number of plans sampled (first and last tenth of training) and the wall time; per trained arm the
-curves (periodic held-out score and train reward vs plans sampled, mean and std over seeds).
+curves (periodic held-out score and train reward vs plans sampled, mean and std over seeds). Every
+row keeps its per-task scores per seed (``task_scores``); :func:`paired_summary` compares each arm
+with the suite's reference arm on them, paired by (task, seed) (:mod:`rltf.comparison.paired`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from rltf.comparison.paired import (
+    METHOD,
+    PAIRED_LEVEL,
+    PAIRED_RESAMPLES,
+    PAIRED_SEED,
+    MissingPairsError,
+    paired_difference,
+)
 from rltf.comparison.results import SeedRun
 from rltf.comparison.suites import Row, Suite
 from rltf.evaluation.schemas import BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, bootstrap_interval
@@ -70,6 +80,50 @@ def _window_means(curve: dict | None, fraction: float = 0.1) -> tuple[float | No
     return float(np.mean(curve["mean"][:n])), float(np.mean(curve["mean"][-n:])), n
 
 
+def arm_row(suite: Suite, arm: str) -> int | None:
+    """The index of the row that stands for ``arm`` in the paired comparison: its trained row, else
+    its first row (None: the arm has no row)."""
+    rows = [i for i, r in enumerate(suite.rows) if r.arm == arm]
+    return next((i for i in rows if suite.rows[i].trained), rows[0] if rows else None)
+
+
+def paired_summary(suite: Suite, entries: Sequence[dict]) -> dict:
+    """Every arm's row against the reference arm's (:meth:`Suite.reference_arm`), paired by (task,
+    seed) (:func:`rltf.comparison.paired.paired_difference` on the entries' ``task_scores``), on the
+    seeds both were to run (an arm may run fewer: its ``seeds``). One-seed arms (deterministic bounds) are
+    left out; a comparison whose pairs cannot be formed (a run missing, a task unscored) carries the
+    error naming them instead of numbers."""
+    ref_arm = suite.reference_arm()
+    out: dict[str, Any] = {"reference": {"arm": ref_arm.name, "label": None}, "method": METHOD, "level": PAIRED_LEVEL,
+                           "resamples": PAIRED_RESAMPLES, "seed": PAIRED_SEED, "comparisons": []}
+    ref_index = arm_row(suite, ref_arm.name)
+    if ref_index is None:
+        out["error"] = f"the reference arm {ref_arm.name} has no row in the table"
+        return out
+    ref = entries[ref_index]
+    out["reference"]["label"] = ref["label"]
+    for arm in suite.arms:
+        index = arm_row(suite, arm.name)
+        if arm.name == ref_arm.name or arm.seeds == 1 or index is None:
+            continue
+        entry = entries[index]
+        comparison: dict[str, Any] = {"label": entry["label"], "arm": arm.name}
+        # an arm may run fewer seeds than the suite (its ``seeds``: the first n): the pairs are on the seeds
+        # both were to run (a run missing among them is an error naming its pairs)
+        planned = {str(s) for s in range(min(arm.seeds or suite.seeds, ref_arm.seeds or suite.seeds))}
+        if not entry["task_scores"] or not ref["task_scores"]:
+            comparison["error"] = f"not run: {entry['label'] if not entry['task_scores'] else ref['label']}"
+        else:
+            try:
+                comparison |= paired_difference({s: v for s, v in entry["task_scores"].items() if s in planned},
+                                                {s: v for s, v in ref["task_scores"].items() if s in planned},
+                                                names=(arm.name, ref_arm.name))
+            except MissingPairsError as e:
+                comparison["error"] = str(e)
+        out["comparisons"].append(comparison)
+    return out
+
+
 def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int] | None = None) -> dict:
     """The comparison: one entry per row (values per seed, mean ± std, bootstrap interval over tasks
     of the seed-averaged per-task scores, valid-plan rates, train reward vs plans sampled, wall
@@ -85,11 +139,13 @@ def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int]
         ar = [r for r in runs.get(row.arm, []) if row.schema in r.results["rows"]]
         values = {r.seed: float(r.results["rows"][row.schema][row.column]) for r in ar}
         mean, std = mean_std(list(values.values()))
-        # per task: the mean over the seeds that scored it; the interval is over tasks
+        # per task and seed (what the paired differences pair); per task: the mean over the seeds that
+        # scored it, the interval over tasks
+        task_scores = {str(r.seed): {str(t): float(v) for t, v in row_task_values(r.results, row).items()} for r in ar}
         by_task: dict[str, list[float]] = {}
-        for r in ar:
-            for task, score in row_task_values(r.results, row).items():
-                by_task.setdefault(str(task), []).append(float(score))
+        for per_task in task_scores.values():
+            for task, score in per_task.items():
+                by_task.setdefault(task, []).append(score)
         pooled = [float(np.mean(v)) for _, v in sorted(by_task.items(), key=lambda kv: _task_key(kv[0]))]
         interval = list(bootstrap_interval(pooled)) if pooled else None
         valid_held_out = mean_std([r.results["rows"][row.schema].get("valid", row.valid) for r in ar])[0] \
@@ -101,7 +157,7 @@ def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int]
             "n_seeds": len(values), "values": {str(k): v for k, v in sorted(values.items())}, "mean": mean,
             "std": std, "n_tasks": len(pooled), "interval": interval,
             "seed_intervals": {str(r.seed): r.results.get("intervals", {}).get(row.schema) for r in ar},
-            "valid_held_out": valid_held_out,
+            "valid_held_out": valid_held_out, "task_scores": task_scores,
             "metrics": {m: dict(zip(("mean", "std"), mean_std(vals))) | {"n_seeds": len(vals)}
                         for m in suite.metrics
                         if (vals := [float(r.results["rows"][row.schema][m]) for r in ar
@@ -122,6 +178,7 @@ def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int]
         rows.append(entry)
     seeds = list(range(suite.seeds)) if seeds is None else list(seeds)
     return {"suite": suite.name, "description": suite.description, "seeds": seeds, "metrics": list(suite.metrics),
+            "held_out": suite.held_out, "paired": paired_summary(suite, rows),
             "interval": {"level": BOOTSTRAP_LEVEL, "resamples": BOOTSTRAP_RESAMPLES,
                          "over": "tasks, per-task scores averaged over seeds"},
             "runs": {a: [{"seed": r.seed, "run_dir": str(r.run_dir), "wall_s": r.wall_s, "cpu_s": r.cpu_s,

@@ -1,5 +1,7 @@
-"""A comparison's report: ``compare.md`` (the table), ``compare.png`` (the curves:
-:mod:`rltf.comparison.plots`, against plans sampled and CPU seconds), ``compare.json``.
+"""A comparison's report: ``compare.md`` (the table, the held-out set, the paired differences
+against the reference arm), ``compare.png`` (the curves: :mod:`rltf.comparison.plots`, against
+plans sampled and CPU seconds), ``compare.json`` (all of it, with every row's per-task scores per
+seed).
 
 :func:`write_report` reads every finished run back (:mod:`rltf.comparison.results`), aggregates
 (:mod:`rltf.comparison.aggregate`) and writes the three files into the comparison folder.
@@ -52,10 +54,13 @@ def comparison_markdown(summary: dict, records: Sequence[RunRecord] = ()) -> str
         cells = [r["label"], score, interval, seeds, valid, reward, plans, wall, cpu]
         lines.append("| " + " | ".join(cells) + " |")
     n_tasks = max((r["n_tasks"] for r in summary["rows"]), default=0)
-    lines += ["", f"Held-out score: each seed's overall score on its {n_tasks} held-out tasks, mean ± std "
+    held_out = (f"Held-out set: `{summary['held_out']}` ({n_tasks} tasks), the same for every arm. "
+                if summary.get("held_out") else "")
+    lines += ["", f"{held_out}Held-out score: each seed's overall score on its {n_tasks} held-out tasks, mean ± std "
                   f"(ddof=1) over seeds (of {n}); interval: 95% percentile bootstrap over tasks "
                   f"({BOOTSTRAP_RESAMPLES} resamples) of the per-task scores averaged over seeds. Wall and CPU "
                   "(user + system) time: the whole run (warm start, training, evaluations), per seed."]
+    lines += paired_markdown(summary.get("paired"))
     if summary.get("metrics"):
         lines += ["", "Every metric (mean ± std over seeds; — where an arm's results have no such column):", "",
                   "| | " + " | ".join(summary["metrics"]) + " |", "|---|" + "---|" * len(summary["metrics"])]
@@ -67,6 +72,27 @@ def comparison_markdown(summary: dict, records: Sequence[RunRecord] = ()) -> str
     if failed:
         lines += ["", "Failed runs: " + "; ".join(f"{r.arm} seed {r.seed} ({r.error})" for r in failed)]
     return "\n".join(lines) + "\n"
+
+
+def paired_markdown(paired: dict | None) -> list[str]:
+    """The paired differences' table (:func:`rltf.comparison.aggregate.paired_summary`): one line per
+    arm, or the error that kept it from being paired."""
+    if not paired or not paired.get("comparisons"):
+        return []
+    ref = paired["reference"]
+    lines = ["", f"Paired differences against **{ref['label']}** (arm `{ref['arm']}`): per (task, seed), the arm's "
+                 f"score minus the reference's on the same task and seed; interval: {paired['level']:.0%} "
+                 f"{paired['method']} ({paired['resamples']} resamples, seed {paired['seed']}).", "",
+             "| | mean difference (arm − reference) | 95% interval (tasks × seeds) | tasks × seeds | "
+             "tasks better / worse / tied (seed mean) |", "|---|---|---|---|---|"]
+    for c in paired["comparisons"]:
+        if "error" in c:
+            lines.append(f"| {c['label']} | not paired: {c['error']} | | | |")
+            continue
+        lo, hi = c["interval"]
+        lines.append(f"| {c['label']} | {c['mean']:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {c['n_tasks']} × {c['n_seeds']} | "
+                     f"{c['tasks_better']} / {c['tasks_worse']} / {c['tasks_tied']} |")
+    return lines
 
 
 def write_report(suite: Suite, root: Path, records: Sequence[RunRecord] = (), seeds: Sequence[int] | None = None,

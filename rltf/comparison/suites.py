@@ -21,7 +21,14 @@ A **suite** (``configs/compare/<name>.yaml``, or any YAML file) is data, not cod
   rate when the results table has no ``valid`` column (1.0 for constrained decoding);
 * ``common``: overrides for every arm; ``seeds``: how many (seeds ``0 .. seeds-1``);
 * ``metrics``: optional further columns of the arms' results tables (e.g. every metric of the
-  travel evaluator) tabulated for every row, mean ± std over seeds, in a second table.
+  travel evaluator) tabulated for every row, mean ± std over seeds, in a second table;
+* ``held_out``: the held-out set every arm is evaluated on, set for all of them at once
+  (``eval.splits=[<held_out>]`` after ``common``; no arm may set ``eval.splits`` itself):
+  ``non_train`` (every task of the env's suite not in its train split) or splits
+  (``validation,test``); unset: whatever the arms' own overrides say;
+* ``paired_reference``: the arm every other arm is compared with, per ``(task, seed)``
+  (:mod:`rltf.comparison.paired`); unset: the constrained GRPO arm (``grpo.sampling=constrained``
+  in its overrides) where there is one, else the first arm.
 
 :func:`load_suite` finds and checks one; :func:`check_arms` passes every arm's arguments through its
 entry point's ``loader`` before anything runs; :func:`resolve` turns a ``module:function`` string
@@ -44,6 +51,8 @@ from rltf.config.loading import CONFIG_DIR, REPO_ROOT, ConfigError
 from rltf.rl.training_state import VALIDATION_SCORE
 
 SUITE_DIR = CONFIG_DIR / "compare"
+CONSTRAINED_GRPO = "grpo.sampling=constrained"  # the override that makes an arm the default paired reference
+HELD_OUT_KEY = "eval.splits"  # the run-config key a suite's held_out sets for every arm
 
 
 @dataclass(frozen=True)
@@ -92,9 +101,23 @@ class Suite:
     common: tuple[str, ...] = ()
     description: str = ""
     metrics: tuple[str, ...] = ()
+    held_out: str | tuple[str, ...] | None = None
+    """The held-out set of every arm: ``non_train`` (every task of the suite not in the train split:
+    on OpenAGI's full suite 165 tasks, on the lite suite the 18 validation + test tasks) or splits
+    (a list, or comma-separated); it becomes the override ``eval.splits=[<held_out>]`` after
+    ``common``. None: the arms' own ``eval.splits``."""
+    paired_reference: str | None = None
+    """The arm the paired per-task differences are taken against (its trained row, else its first
+    row). None: the constrained GRPO arm (``grpo.sampling=constrained``), else the first arm."""
 
     def arm(self, name: str) -> Arm:
         return next(a for a in self.arms if a.name == name)
+
+    def reference_arm(self) -> Arm:
+        """The arm of :attr:`paired_reference`, or the default (see there)."""
+        if self.paired_reference is not None:
+            return self.arm(self.paired_reference)
+        return next((a for a in self.arms if CONSTRAINED_GRPO in a.overrides), self.arms[0])
 
 
 def _build(cls, data: Any, where: str):
@@ -130,7 +153,30 @@ def suite_from_dict(data: dict, where: str = "suite") -> Suite:
         raise ConfigError(f"{where}: rows {bad} name an arm that is not in the suite ({', '.join(names)})")
     if not isinstance(suite.seeds, int) or suite.seeds < 1:
         raise ConfigError(f"{where}: seeds={suite.seeds!r}: expected a positive integer")
-    return suite
+    if suite.paired_reference is not None and suite.paired_reference not in names:
+        raise ConfigError(f"{where}: paired_reference={suite.paired_reference!r} is not an arm of the suite "
+                          f"({', '.join(names)})")
+    return _with_held_out(suite, where)
+
+
+def _with_held_out(suite: Suite, where: str) -> Suite:
+    """``held_out`` as the last entry of ``common``; an arm or ``common`` that sets the key itself
+    would evaluate that arm on other tasks than the rest, so it is refused."""
+    if suite.held_out is None:
+        return suite
+    value = suite.held_out  # a YAML list arrives as a tuple (_build)
+    items = value.strip("[]").split(",") if isinstance(value, str) else value if isinstance(value, tuple) else []
+    parts = [str(p).strip() for p in items]
+    if not parts or not all(parts):
+        raise ConfigError(f"{where}: held_out={suite.held_out!r}: expected non_train or a comma-separated list of "
+                          "splits (validation,test)")
+    setters = [f"common ({o})" for o in suite.common if o.startswith(f"{HELD_OUT_KEY}=")]
+    setters += [f"arm {a.name} ({o})" for a in suite.arms for o in a.overrides if o.startswith(f"{HELD_OUT_KEY}=")]
+    if setters:
+        raise ConfigError(f"{where}: held_out={suite.held_out} sets {HELD_OUT_KEY} for every arm, but "
+                          f"{'; '.join(setters)} sets it too: remove it there")
+    held_out = ",".join(parts)
+    return dataclasses.replace(suite, held_out=held_out, common=(*suite.common, f"{HELD_OUT_KEY}=[{held_out}]"))
 
 
 def suite_path(name: str | os.PathLike) -> Path:

@@ -42,6 +42,7 @@ from common.config_fields import bound_errors
 from common.errors import UserError
 from envs import registry as env_registry
 from envs.config import EnvConfigError, validate_section
+from envs.splitting import NON_TRAIN
 from rltf.algorithms.baselines import BASELINES
 from rltf.config.flow import FlowSettingsError
 from rltf.config.help import config_help, describe_type, field_types
@@ -61,8 +62,8 @@ from rltf.config.sections import (
 __all__ = [  # the run config's names (rltf/config/sections.py) are re-exported here too
     "CONFIG_DIR", "DEFAULT_CONFIG", "EVAL_SCHEMAS", "EVAL_SPLITS", "REPO_ROOT", "ConfigError", "EmbeddedSettings",
     "EvalSettings", "LoggingSettings", "LoraSettings", "PlannerSettings", "RltfSettings", "RunConfig", "SftSettings",
-    "check_resume_config", "config_differences", "config_to_yaml", "load_config", "resolve_config_path", "save_config",
-    "validate_config",
+    "check_resume_config", "config_differences", "config_to_yaml", "default_config_path", "load_config",
+    "resolve_config_path", "save_config", "validate_config",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # rltf/config/loading.py -> the checkout
@@ -79,7 +80,7 @@ def load_config(argv: Sequence[str] | None = None) -> RunConfig:
     """Build a validated :class:`RunConfig` from ``config=<path>`` and ``key=value`` arguments.
 
     ``argv`` excludes the program name (pass ``sys.argv[1:]``). Without ``config=`` the shipped
-    ``configs/default.yaml`` is used (or the dataclass defaults when it is not there).
+    ``configs/default.yaml`` is used (a :class:`ConfigError` when it is not there: :func:`default_config_path`).
     ``help=true`` (or ``--help``, ``-h``) prints every section and key with its default and help
     (:func:`rltf.config.help.config_help`) and exits with status 0 instead."""
     wants_help, argv = _take_help(list(argv or []))
@@ -164,13 +165,29 @@ def resolve_config_path(name: str | os.PathLike) -> Path:
     for c in candidates:
         if c.is_file():
             return c
-    shipped = sorted(x.stem for x in CONFIG_DIR.glob("*.yaml")) if CONFIG_DIR.is_dir() else []
+    if CONFIG_DIR.is_dir():
+        shipped = ", ".join(sorted(x.stem for x in CONFIG_DIR.glob("*.yaml"))) or "none"
+    else:
+        shipped = f"none ({CONFIG_DIR} is not there: {NO_CONFIG_DIR})"
     raise ConfigError(f"config file {str(name)!r} not found (looked at {', '.join(str(c) for c in candidates[:2])}); "
-                      f"shipped configs: {', '.join(shipped) or 'none'}")
+                      f"shipped configs: {shipped}")
 
 
-def _split_argv(argv: list[str]) -> tuple[Path | None, list[tuple[str, DictConfig]]]:
-    config_path: Path | None = DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+NO_CONFIG_DIR = ("rltf is installed without the configs/ folder of its checkout; pass config=PATH with a run config "
+                 "YAML (the repository's configs/*.yaml), or install from a checkout with pip install -e .")
+
+
+def default_config_path() -> Path:
+    """The run config used without ``config=``: :data:`DEFAULT_CONFIG`, or a :class:`ConfigError`
+    naming where it was looked for and what to do when it is not there (an installed rltf without
+    its checkout's ``configs/``), rather than running on other defaults."""
+    if DEFAULT_CONFIG.is_file():
+        return DEFAULT_CONFIG
+    raise ConfigError(f"no config= given and the default run config {DEFAULT_CONFIG} is not there: {NO_CONFIG_DIR}")
+
+
+def _split_argv(argv: list[str]) -> tuple[Path, list[tuple[str, DictConfig]]]:
+    config_path: Path | None = None
     overrides: list[tuple[str, DictConfig]] = []
     for raw in argv:
         arg = raw[2:] if raw.startswith("--") else raw
@@ -186,7 +203,7 @@ def _split_argv(argv: list[str]) -> tuple[Path | None, list[tuple[str, DictConfi
         except (OmegaConfBaseException, yaml.YAMLError, ValueError) as e:  # YAML: a control character...
             raise ConfigError(f"cannot parse override {raw!r}: {_first_line(e)}") from None
         overrides.append((raw, node))
-    return config_path, overrides
+    return config_path if config_path is not None else default_config_path(), overrides
 
 
 def _read_yaml(path: Path) -> DictConfig:
@@ -297,10 +314,10 @@ def validate_config(cfg: RunConfig) -> None:
     if bad_schemas:
         raise ConfigError(f"bad value for 'eval.schemas': {cfg.eval.schemas!r}; expected a list drawn from "
                           f"{', '.join(EVAL_SCHEMAS)}")
-    bad = [s for s in cfg.eval.splits if s not in EVAL_SPLITS]
+    bad = [s for s in cfg.eval.splits if s not in EVAL_SPLITS and list(cfg.eval.splits) != [NON_TRAIN]]
     if bad or not cfg.eval.splits:
         raise ConfigError(f"bad value for 'eval.splits': {cfg.eval.splits!r}; expected a non-empty list of "
-                          f"{', '.join(EVAL_SPLITS)}")
+                          f"{', '.join(EVAL_SPLITS)}, or [{NON_TRAIN}] alone (every task not in the train split)")
 
 
 def _control_characters(text: str) -> list[str]:

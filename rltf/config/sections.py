@@ -170,8 +170,12 @@ class RltfSettings:
     """The baseline b of the advantage R - b: moving_average (the paper's Eq. 4: an exponential moving
     average of earlier batches' mean reward), per_task (one such average per task), rloo (the mean
     of the same task's other k_samples - 1 rewards in the batch), grpo (the mean of the task's group
-    of samples, own reward included, and A divided by the group's reward std + 1e-4) or dr_grpo (the
-    group mean, unscaled). Table: rltf/algorithms/baselines.py."""
+    of samples, own reward included, and A divided by the group's reward std + 1e-4), dr_grpo (the
+    group mean, unscaled) or unordered_set (the k_samples plans of a task become k_samples DISTINCT plans
+    drawn without replacement from the constrained policy by stochastic beam search, weighted by the
+    unordered-set estimator with its built-in baseline: unbiased, never of higher variance than one
+    sample; each distinct plan executed once; flat plans only, not flows). Table:
+    rltf/algorithms/baselines.py."""
     baseline_decay: float = num(0.9, ge=0, lt=1)
     """Decay of the moving averages: b <- decay * b + (1 - decay) * batch mean (unused by rloo, grpo, dr_grpo)."""
     normalize_rewards: bool = False
@@ -275,7 +279,8 @@ class EvalSettings:
     """Beam width of the constrained beam search the finetuned and rltf rows decode with (the best
     plan is scored)."""
     splits: list[str] = field(default_factory=lambda: ["test"])
-    """The splits the table is computed on: any of train, validation, test."""
+    """The splits the table is computed on: any of train, validation, test; or [non_train] alone: every
+    task of the suite not in the train split (the full OpenAGI suite: 165 tasks; lite: validation + test)."""
     schemas: list[str] = field(default_factory=lambda: list(EVAL_SCHEMAS))
     """The table's rows, the paper's learning schemas, any of: zero, few (the untrained planner's
     free text mapped onto a valid plan), finetuned, rltf (constrained beam search), reference (the
@@ -283,6 +288,19 @@ class EvalSettings:
     few_shot_k: int = num(3, ge=0)
     """Solved train tasks shown in each few-shot prompt (the few row), chosen by a permutation seeded
     with seed."""
+    diversity_samples: int = num(16, ge=0)
+    """Plans sampled from the constrained policy pi_c per validation task at every periodic validation
+    of the flat RLTF job (rltf.eval_every) to measure how diverse it is: eval/validation/distinct_plans
+    (mean distinct plans among these samples), top_plan_prob (mean pi_c of each task's most likely
+    plan), entropy (mean entropy of pi_c in nats), entropy_se (its standard error) and
+    entropy_exact_share (rltf/evaluation/diversity.py); logged, drawn in rewards.png, written to
+    results.json / results.md. Its own seeded draws: training is unchanged. 0: not measured."""
+    diversity_max_plans: int = num(100, ge=0)
+    """A validation task's entropy is exact (every valid plan teacher-forced, H = -sum p log p) when it
+    has at most this many plans, else estimated from the diversity samples (-mean log pi_c, with its
+    standard error) and its top plan found by a beam search of eval.num_beams; 0: always estimated.
+    The lite suite's validation tasks have 64 (linear) or 577-689 (nonlinear) plans: 1000 makes every
+    one exact, at ~2 s per validation on the CPU instead of ~0.3 s."""
 
 
 @dataclass

@@ -31,7 +31,7 @@ from peft import PeftModel
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from constrained_decoding.prompts import format_prompt
+from constrained_decoding.prompts import Conversation, format_prompt
 from rltf.planners.hf_models import (
     HUB_ID,
     PlannerError,
@@ -69,11 +69,16 @@ class Planner:
     def is_peft(self) -> bool:
         return isinstance(self.model, PeftModel)
 
-    def prompt(self, description: str) -> str:
-        """The model input for a task: the description itself for seq2seq planners (the plan is
-        the decoder's output), the description and ``"\nPlan:"`` for causal ones (the plan
-        continues it). One definition: :func:`constrained_decoding.prompts.format_prompt`."""
-        return format_prompt(description, self.is_encoder_decoder)
+    def prompt(self, description: str | Conversation) -> str:
+        """The model input for a task, as sampling, scoring, SFT and GRPO read it: a causal planner
+        whose tokenizer has a chat template (SmolLM2-Instruct) reads the template around the task
+        as the user message, assistant turn opened (the plan is the assistant's answer); otherwise
+        the description itself for seq2seq planners (the plan is the decoder's output), the
+        description and ``"\nPlan:"`` for causal ones (the plan continues it). One definition:
+        :func:`constrained_decoding.prompts.format_prompt` with this planner's tokenizer. A chat
+        prompt's text holds its special tokens: tokenise it with ``add_special_tokens=False`` (or
+        use :func:`constrained_decoding.prompts.encode_prompts` on the description)."""
+        return format_prompt(description, self.is_encoder_decoder, self.tokenizer)
 
     def save_pretrained(self, directory: str | os.PathLike, state_dict: dict | None = None) -> Path:
         """Write the model (or only the LoRA adapter), the tokenizer and ``rltf_planner.json``.

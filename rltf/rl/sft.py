@@ -47,11 +47,13 @@ def supervised_finetune(planner, env, tasks: Sequence, *, epochs: int, lr: float
     rank, world = accelerator.process_index, accelerator.num_processes
     history = []
     model.eval()  # no dropout: the same function that sampling and scoring use
-    bar = progress_bar(range(epochs), desc="sft", enabled=progress and accelerator.is_main_process)
-    for epoch in bar:
+    # one tick per batch (an epoch of a real LLM is minutes): plain lines every ~30 s when the bar is off
+    bar = progress_bar(total=epochs * steps_per_epoch, desc="sft", enabled=progress, main=accelerator.is_main_process)
+    for epoch in range(epochs):
         order = np.random.default_rng([seed, epoch]).permutation(len(tasks))
         losses, skipped = [], 0
         for start in range(0, len(tasks), batch_size):
+            bar.update(1)
             if len(order[start : start + batch_size]) < world:
                 continue
             batch = [tasks[i] for i in order[start : start + batch_size]][rank::world]
@@ -79,6 +81,7 @@ def supervised_finetune(planner, env, tasks: Sequence, *, epochs: int, lr: float
         history.append(row)
         if row["sft/nll"] is not None:
             bar.set_postfix(nll=f"{row['sft/nll']:.3f}")
+    bar.close()
     sharding.release()
     return history
 

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import torch
 
-from rltf.algorithms.baselines import Baseline, normalize
-from rltf.run.distributed import gather_objects
+from rltf.algorithms.baselines import Baseline, SetDraws, normalize
+from rltf.run.distributed import gather_objects, launch_share
 
 if TYPE_CHECKING:
     from rltf.config.sections import RltfSettings
@@ -122,11 +122,18 @@ class LossWeights(NamedTuple):
 
 
 def loss_weights(rewards: np.ndarray, task_ids: np.ndarray, logp: np.ndarray, kl: np.ndarray,
-                 baseline: Baseline, rl: RltfSettings, accelerator) -> LossWeights:
+                 baseline: Baseline, rl: RltfSettings, accelerator, complete: np.ndarray | None = None) -> LossWeights:
     """This process's REINFORCE weights, shaped = A − c_H·log π_c − c_KL·KL, normalised by their std
     over ALL processes when ``rl.normalize_rewards``; plus every process's advantages, baselines and
     rewards. The baseline and the std see the whole global batch, so the weights are the same however
-    the batch is sharded (shards are equal: tasks_per_batch % processes == 0). Updates ``baseline``."""
+    the batch is sharded (shards are equal: tasks_per_batch % processes == 0). Updates ``baseline``.
+
+    A baseline over a draw without replacement (``unordered_set``; ``complete``: per plan, whether its
+    task's set holds every valid plan) weights the regularisers like the reward: they are folded into
+    R first (R − c_H·log π_c − c_KL·KL is the score the estimator weights), and ``logp`` must be log π_c
+    as the plans were drawn."""
+    if baseline.spec.without_replacement:
+        return _set_weights(rewards, task_ids, logp, kl, baseline, rl, complete)
     all_rewards = gather(accelerator, np.asarray(rewards, dtype=np.float64))
     all_ids = gather(accelerator, np.asarray(task_ids, dtype=np.float64)).astype(int)
     adv_all, base_all = baseline.advantages(all_rewards, all_ids)
@@ -135,6 +142,27 @@ def loss_weights(rewards: np.ndarray, task_ids: np.ndarray, logp: np.ndarray, kl
     shaped = adv - rl.entropy_coef * np.asarray(logp, np.float64) - rl.kl_coef * np.asarray(kl, np.float64)
     if rl.normalize_rewards:
         shaped = normalize(shaped, float(gather(accelerator, shaped).std()))
+    return LossWeights(shaped, adv_all, base_all, all_rewards)
+
+
+def _set_weights(rewards, task_ids, logp, kl, baseline: Baseline, rl: RltfSettings,
+                 complete: np.ndarray | None) -> LossWeights:
+    """:func:`loss_weights` for a draw without replacement: a process may hold fewer plans than
+    another (a task with fewer valid plans than k_samples gives them all), so every process's batch is
+    gathered as objects, with the offset of this process's plans."""
+    if complete is None:
+        raise ValueError(f"the {baseline.kind} baseline needs each task's draw without replacement (complete=)")
+    penalty = rl.entropy_coef * np.asarray(logp, np.float64) + rl.kl_coef * np.asarray(kl, np.float64)
+    mine = (np.asarray(rewards, np.float64), np.asarray(task_ids), np.asarray(logp, np.float64),
+            np.asarray(complete, bool), penalty)
+    parts = gather_objects(mine)
+    lo = sum(len(p[0]) for p in parts[: launch_share()[0]])  # the plans of the processes before this one
+    all_rewards, all_ids, all_logp, all_complete, all_penalty = (np.concatenate(c) for c in zip(*parts))
+    adv_all, base_all = baseline.advantages(all_rewards - all_penalty, all_ids.astype(int),
+                                            SetDraws(all_logp, all_complete))
+    shaped = adv_all[lo : lo + len(rewards)]
+    if rl.normalize_rewards:
+        shaped = normalize(shaped, float(adv_all.std()))
     return LossWeights(shaped, adv_all, base_all, all_rewards)
 
 

@@ -5,7 +5,9 @@ One step, top to bottom (:meth:`RLTFTrainer.train_step`):
 
 1. draw ``tasks_per_batch`` train tasks (each process its share, from its own fixed part of the
    tasks: :func:`rltf.rl.steps.draw_step`);
-2. sample ``k_samples`` plans per task from π_c — the constrained, renormalised distribution;
+2. sample ``k_samples`` plans per task from π_c — the constrained, renormalised distribution (with
+   the ``unordered_set`` baseline: ``k_samples`` *distinct* plans drawn without replacement by
+   stochastic beam search, all of a task's valid plans when it has fewer);
 3. execute them in the environment (cached): reward R in [0, 1] per plan (and the env's report of
    the experts that failed: ``env.expert_failures``); with several processes an env that can
    (OpenAGI's) shares the execution by sample (:func:`rltf.rl.steps.execute`);
@@ -53,6 +55,7 @@ import torch
 from constrained_decoding.decode import sample_plans
 from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.logprobs import plan_logprobs
+from constrained_decoding.without_replacement import sample_distinct_plans
 from rltf.rl.steps import StepBatch, draw_step, execute, loss_weights, step_metrics
 from rltf.rl.training_state import Selection, TrainingState
 from rltf.rl.update import policy_update
@@ -82,12 +85,20 @@ class RLTFTrainer:
         prompts = [t.description for t in tasks]  # the decoder formats them (format_prompt)
         grammars = [env.grammar(tokenizer, t) for t in tasks]  # the env's valid plans
 
-        # 2. K plans per task sampled from the constrained policy
+        # 2. K plans per task sampled from the constrained policy (distinct ones, without replacement,
+        #    for a baseline that weights a set: then complete = the set holds all of the task's plans)
         self.model.eval()  # no dropout: sampling and scoring evaluate the same function
         memo = self._encoder_memo()  # (encoder-decoder) each prompt's encoder pass, shared by 2 and 4
+        complete = None
         with sharding.gathered(self.model):
-            decoded = sample_plans(self.model, tokenizer, prompts, grammars, rl.k_samples, rl.temperature,
-                                   seed=draw.sample_seed, encoder_memo=memo)
+            if state.baseline.spec.without_replacement:
+                sets = sample_distinct_plans(self.model, tokenizer, prompts, grammars, rl.k_samples, rl.temperature,
+                                             seed=draw.sample_seed, encoder_memo=memo)
+                decoded = [s.plans for s in sets]
+                complete = np.array([s.complete for s in sets for _ in s.plans])
+            else:
+                decoded = sample_plans(self.model, tokenizer, prompts, grammars, rl.k_samples, rl.temperature,
+                                       seed=draw.sample_seed, encoder_memo=memo)
         plan_tasks = [t for t, ds in zip(tasks, decoded) for _ in ds]  # one entry per sampled plan
         plan_prompts = [t.description for t in plan_tasks]
         plans = [d for ds in decoded for d in ds]
@@ -106,7 +117,7 @@ class RLTFTrainer:
 
         # 5. loss weights: advantage against the baseline and regularisers, over every process's batch
         ids = [t.id for t in plan_tasks]
-        weights = loss_weights(rewards, np.array(ids), logp_d.numpy(), kl.numpy(), state.baseline, rl, acc)
+        weights = loss_weights(rewards, np.array(ids), logp_d.numpy(), kl.numpy(), state.baseline, rl, acc, complete)
         shaped = torch.as_tensor(weights.shaped, dtype=torch.float32)
 
         # 6. update: REINFORCE or the clipped epochs (a non-finite loss or gradient norm stops the run

@@ -50,6 +50,7 @@ from rltf.run.checkpoint import (
 from rltf.run.distributed import Sharding
 from rltf.run.tracking import progress_bar
 
+VALIDATION_PREFIX = "eval/validation/"  # the keys of the periodic validation's values in a step's row
 VALIDATION_SCORE = "eval/validation/score"  # the key of the periodic validation score in a step's row
 VALIDATION_TIEBREAK = "eval/validation/reward"  # optional: breaks ties of the score (a flow's mean reward)
 
@@ -130,8 +131,8 @@ class TrainingState:
                 self.tracker.log(self.initial_validation, 0)
             if self._new_best(self.initial_validation):
                 self.save()
-        bar = progress_bar(total=rl.steps, initial=self.step, desc="rltf",
-                           enabled=self.cfg.logging.progress_bar and acc.is_main_process)
+        bar = progress_bar(total=rl.steps, initial=self.step, desc="rltf", enabled=self.cfg.logging.progress_bar,
+                           main=acc.is_main_process)
         while self.step < rl.steps:
             row = {"step": self.step + 1, **train_step()}
             if validates and self.step % rl.eval_every == 0:
@@ -149,10 +150,12 @@ class TrainingState:
         return self.history
 
     def validation_rows(self) -> list[dict]:
-        """``{"step", VALIDATION_SCORE}`` of every periodic validation so far, from step 0 (the
-        starting planner's, kept apart from :attr:`history`, whose rows are steps 1, 2, ...)."""
+        """``{"step", VALIDATION_SCORE, ...}`` of every periodic validation so far, from step 0 (the
+        starting planner's, kept apart from :attr:`history`, whose rows are steps 1, 2, ...), with the
+        validation's other ``eval/validation/*`` values (the tie-breaker, the policy's diversity)."""
         rows = ([{"step": 0, **self.initial_validation}] if self.initial_validation is not None else []) + self.history
-        return [{"step": r["step"], VALIDATION_SCORE: r[VALIDATION_SCORE]} for r in rows if VALIDATION_SCORE in r]
+        return [{"step": r["step"], **{k: v for k, v in r.items() if k.startswith(VALIDATION_PREFIX)}}
+                for r in rows if VALIDATION_SCORE in r]
 
     def _new_best(self, row: dict) -> bool:
         """True (and :attr:`best` updated) when ``row``'s validation score beats every earlier one, or

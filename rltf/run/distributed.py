@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -331,5 +332,6 @@ def advance_schedule(scheduler) -> None:
     """Step ``scheduler`` for a skipped update, so the schedule stays aligned with the step count
     (without torch's warning about a scheduler step before any optimizer step)."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+        # (the message is a regular expression: its parentheses escaped, or it never matches torch's text)
+        warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()` before"))
         scheduler.step()

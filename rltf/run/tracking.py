@@ -1,5 +1,7 @@
 """Experiment tracking: wandb (offline without an API key), tensorboard or nothing, plus a plot;
-the progress bars (:func:`progress_bar`, :func:`configure_progress_bars`).
+the progress bars (:func:`progress_bar`, :func:`configure_progress_bars`): a long job (SFT, the
+RLTF steps) shows a bar on a terminal, and plain lines at least every 30 s otherwise, with
+``logging.progress_bar: false`` too.
 
 Only the main process logs. ``report_to: wandb`` switches to ``WANDB_MODE=offline`` when no API
 key is configured, so a run never dies for want of an account; sync it later with ``wandb sync``.
@@ -59,18 +61,26 @@ class Tracker:
 
 
 def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF",
-                 validation: list[dict[str, Any]] | None = None, selected_step: int | None = None) -> Path:
+                 validation: list[dict[str, Any]] | None = None, selected_step: int | None = None,
+                 diversity: list[dict[str, Any]] | None = None) -> Path:
     """PNG of the train reward (raw and smoothed) and the held-out score at each evaluation.
     ``validation``: rows ``{"step", "eval/<split>/score"}`` from step 0 (the starting planner's
     score, which the step rows of ``history`` lack), drawn in place of ``history``'s scores;
-    ``selected_step``: the step whose planner the run handed on, marked on the curve."""
+    ``selected_step``: the step whose planner the run handed on, marked on the curve;
+    ``diversity``: rows ``{"step", "distinct_plans", "top_plan_prob", "entropy", ...}`` (the policy's
+    diversity at each validation, ``rltf.evaluation.diversity.diversity_curve``), drawn in a second
+    panel below."""
     import matplotlib  # plotting only, at the end of a run (Agg backend set first)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # plotting only, at the end of a run (Agg backend set first)
 
     train = [(r["step"], r["train/reward"]) for r in history if "train/reward" in r]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    if diversity:
+        fig, (ax, low) = plt.subplots(2, 1, figsize=(7, 7), sharex=True, height_ratios=(4, 3))
+        _plot_diversity(low, diversity)
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4))
     if train:
         xs, ys = zip(*train)
         ax.plot(xs, ys, alpha=0.3, color="C0", label="train reward (batch)")
@@ -87,7 +97,7 @@ def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF",
         chosen = [(x, y) for x, y in pts if x == selected_step]
         if chosen:
             ax.plot(*chosen[0], "*", markersize=14, color=f"C{i + 1}", label=f"selected (step {selected_step})")
-    ax.set_xlabel("RLTF step")
+    ax.set_xlabel("" if diversity else "RLTF step")  # (the diversity panel below names the shared axis)
     ax.set_ylabel("reward")
     ax.set_title(title)
     ax.grid(alpha=0.3)
@@ -97,6 +107,26 @@ def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF",
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _plot_diversity(ax, rows: list[dict[str, Any]]) -> None:
+    """The policy's diversity at each validation: the top plan's probability (left axis, 0-1), the
+    entropy in nats (with its standard error) and the distinct plans among the samples (right axis)."""
+    xs = [r["step"] for r in rows]
+    ax.plot(xs, [r["top_plan_prob"] for r in rows], "s-", color="C3", label="top plan probability")
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("probability")
+    ax.set_xlabel("RLTF step")
+    ax.grid(alpha=0.3)
+    right = ax.twinx()
+    entropy, se = [r["entropy"] for r in rows], [r.get("entropy_se", 0.0) for r in rows]
+    right.errorbar(xs, entropy, yerr=se, fmt="o-", color="C4", capsize=3, label="entropy of π_c (nats)")
+    right.plot(xs, [r["distinct_plans"] for r in rows], "^--", color="C5", label="distinct plans (mean per task)")
+    right.set_ylabel("nats / plans")
+    right.set_ylim(bottom=0)
+    handles = [h for a in (ax, right) for h in a.get_legend_handles_labels()[0]]
+    ax.legend(handles, [h.get_label() for h in handles], loc="upper right", fontsize="small")
+    ax.set_title("validation: policy diversity", fontsize="medium")
 
 
 class DamagedFileError(UserError, ValueError):
@@ -175,11 +205,14 @@ class PlainProgressLines:
         getattr(self.stream, "flush", lambda: None)()
 
 
-def progress_bar(iterable=None, *, desc: str, enabled: bool, stream=None, **kwargs):
-    """A tqdm bar ``desc`` (``logging.progress_bar`` and the main process: ``enabled``) drawn on
-    ``stream`` (default stderr): redrawn in place on a terminal, else printed as sparse plain
-    ASCII lines (:class:`PlainProgressLines`). ``kwargs`` go to tqdm (``total``, ``initial``)."""
+def progress_bar(iterable=None, *, desc: str, enabled: bool, main: bool, stream=None, **kwargs):
+    """The progress of a long job ``desc`` on ``stream`` (default stderr), from the ``main`` process
+    only (the others print nothing). With the bar ``enabled`` (``logging.progress_bar``) on a
+    terminal: a tqdm bar redrawn in place; otherwise (a log file, a pipe, or the bar turned off)
+    sparse plain ASCII lines, at most one every :data:`PLAIN_PROGRESS_EVERY_S` seconds
+    (:class:`PlainProgressLines`), so a long job is never silent. ``kwargs`` go to tqdm
+    (``total``, ``initial``)."""
     stream = sys.stderr if stream is None else stream
-    if not enabled or _is_terminal(stream):
-        return tqdm(iterable, desc=desc, disable=not enabled, file=stream, **kwargs)
+    if not main or enabled and _is_terminal(stream):
+        return tqdm(iterable, desc=desc, disable=not main, file=stream, **kwargs)
     return tqdm(iterable, desc=desc, file=PlainProgressLines(stream), ascii=True, **kwargs)

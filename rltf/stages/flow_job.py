@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rltf.algorithms.baselines import BASELINES
 from rltf.config.loading import ConfigError, RunConfig
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend
@@ -71,6 +72,10 @@ def check_flow_job(cfg: RunConfig) -> str:
                           f"expected one of {[[m] for m in TRAINABLE]}")
     if flow.backend.kind != "planner":
         raise ConfigError(f"'flow.backend.kind' is {flow.backend.kind!r}: RLTF trains rltf's planner (kind: planner)")
+    if BASELINES[cfg.rltf.baseline].without_replacement:
+        raise ConfigError(f"'rltf.baseline' is {cfg.rltf.baseline!r}, which draws distinct plans without replacement; "
+                          "a flow's trajectories are sampled decision by decision: expected another baseline "
+                          f"({', '.join(n for n, b in BASELINES.items() if not b.without_replacement)})")
     if flow.methods[0] == "mtp" and flow.mtp.supervisor != "template":
         raise ConfigError("'flow.mtp.supervisor: model' adds free-text nodes the planner cannot be trained on; "
                           "use supervisor: template")

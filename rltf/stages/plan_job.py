@@ -34,9 +34,11 @@ from accelerate.utils import set_seed
 
 import envs as env_factory
 from common.atomic import atomic_dir
+from envs.splitting import NON_TRAIN
 from rltf.config.loading import RunConfig, check_resume_config, config_to_yaml, save_config
 from rltf.config.sections import EVAL_SCHEMAS
 from rltf.evaluation import schemas as ev
+from rltf.evaluation.diversity import Diversity, diversity_curve, diversity_results, validation_diversity
 from rltf.evaluation.schemas import Env, Task
 from rltf.planners.embedded import no_language_pretraining
 from rltf.planners.loading import load_planner, merges_sft_adapter, rltf_start_planner
@@ -48,6 +50,7 @@ from rltf.rl.trainer import RLTFTrainer
 from rltf.rl.training_state import VALIDATION_SCORE, Selection, Trainer
 from rltf.run.checkpoint import prepare_run_folder
 from rltf.run.distributed import Sharding, shard_planner, sharding_for
+from rltf.run.environment import environment
 from rltf.run.folders import disk_errors
 from rltf.run.tracking import Tracker, plot_rewards, read_json, write_json
 from rltf.stages.evaluated_planner import PLANNER_ROW
@@ -81,6 +84,7 @@ class Run:
     envs: "Envs | None" = None  # set by build_envs: what report() takes its table's columns from
     selection: Selection | None = None  # set by train_rltf: the planner RLTF handed on (rltf.select)
     validation: list[dict] | None = None  # set by train_rltf: the validation scores from step 0
+    diversity: Diversity | None = None  # set by train_rltf: π_c's diversity at the last validation (eval.diversity_*)
 
     @property
     def run_dir(self) -> Path:
@@ -121,8 +125,15 @@ class Envs:
     splits: dict[str, list[Task]]
 
     def tasks(self, splits: Iterable[str]) -> list[Task]:
-        """The tasks of ``splits`` in order (a split named twice counts once)."""
-        return [t for s in dict.fromkeys(splits) for t in self.splits[s]]
+        """The tasks of ``splits`` in order (a split named twice counts once); ``non_train``
+        (``envs.splitting.NON_TRAIN``): :meth:`non_train`."""
+        return [t for s in dict.fromkeys(splits) for t in (self.non_train() if s == NON_TRAIN else self.splits[s])]
+
+    def non_train(self) -> list[Task]:
+        """Every task of the held-out env not in the train split, in the env's order (OpenAGI's full
+        suite: also the tasks in no split)."""
+        train = {t.id for t in self.splits["train"]}
+        return [t for t in self.held_out.tasks() if t.id not in train]
 
 
 def build_envs(run: Run) -> Envs:
@@ -223,7 +234,11 @@ def train_rltf(run: Run, planner: Planner, envs: Envs) -> list[dict]:
     per-step history."""
     def validation_score(p: Planner) -> dict[str, float]:
         r = evaluate(run, ["rltf"], p, envs, envs.splits["validation"], log=False)["rltf"]
-        return {VALIDATION_SCORE: r.overall}
+        if not run.cfg.eval.diversity_samples:
+            return {VALIDATION_SCORE: r.overall}
+        with run.sharding.gathered(p.model):  # π_c's diversity on the same tasks (own seeded draws)
+            run.diversity = validation_diversity(p, envs.held_out, envs.splits["validation"], run.cfg)
+        return {VALIDATION_SCORE: r.overall, **run.diversity.row()}
 
     return run_trainer(run, lambda tracker: RLTFTrainer(run.cfg, planner, envs.train, run.acc, tracker,
                                                         validation_score, run.sharding))
@@ -346,7 +361,8 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
     env with its own headline metric, e.g. travel's ``held-out final pass: finetuned=… rltf=…
     solver=…``). ``env`` (the held-out env) gives the table's columns; ``labels`` rename rows.
     ``out_dir`` (``train/evaluate.py``: beside the evaluated planner) replaces the run folder as the
-    place of ``<stem>.md`` / ``<stem>.json``; ``extra`` adds its keys to ``<stem>.json``.
+    place of ``<stem>.md`` / ``<stem>.json``; ``extra`` adds its keys to ``<stem>.json``, after
+    ``environment`` (the machine and every installed version: :mod:`rltf.run.environment`).
     Returns the summary written to ``<stem>.json``."""
     cfg, acc = run.cfg, run.acc
     ordered = [results[s] for s in ROW_ORDER if s in results]
@@ -367,6 +383,9 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
                "scores": {r.schema: r.scores for r in ordered}, "seconds": time.perf_counter() - run.started}
     if selected is not None:
         summary["rltf_selection"] = {**selected.as_dict(), "validation": run.validation or []}
+        diversity, diversity_md = diversity_results(run.validation, run.diversity, cfg.eval.diversity_samples)
+        summary, md = summary | diversity, md + diversity_md
+    summary["environment"] = environment()  # the machine and every installed version (figures move with both)
     summary |= extra or {}
     folder = run.run_dir if out_dir is None else Path(out_dir)
     if acc.is_main_process:
@@ -376,7 +395,8 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
         if history is not None:
             write_json(run.run_dir / "rltf_history.json", history)
             plot_rewards(history, run.run_dir / "rewards.png", title=f"RLTF {cfg.run_name} (seed {cfg.seed})",
-                         validation=run.validation, selected_step=selected.step if selected else None)
+                         validation=run.validation, selected_step=selected.step if selected else None,
+                         diversity=diversity_curve(run.validation))
     rows, column = table["rows"], ev.headline(env)
     run.log("\n" + md)
     run.log(f"{'run folder' if out_dir is None else f'{stem}.md / {stem}.json written to'}: {folder}  "

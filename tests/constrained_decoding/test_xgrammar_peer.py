@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-xgr = pytest.importorskip("xgrammar")
+xgr = pytest.importorskip("xgrammar", reason="the XGrammar peer needs the bench extra: pip install -e \".[bench]\"")
 
 import torch  # noqa: E402
 from transformers import LogitsProcessorList  # noqa: E402

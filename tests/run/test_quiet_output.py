@@ -62,13 +62,15 @@ def test_a_bar_into_a_file_prints_sparse_plain_lines():
 
 
 def test_progress_bar_redraws_only_on_a_terminal():
-    terminal, file, off = _Terminal(), io.StringIO(), _Terminal()
-    for stream, enabled in ((terminal, True), (file, True), (off, False)):
-        for _ in progress_bar(range(3), desc="sft", enabled=enabled, stream=stream):
+    terminal, file, off, other = _Terminal(), io.StringIO(), _Terminal(), _Terminal()
+    for stream, enabled, main in ((terminal, True, True), (file, True, True), (off, False, True), (other, True, False)):
+        for _ in progress_bar(range(3), desc="sft", enabled=enabled, main=main, stream=stream):
             pass
     assert "\r" in terminal.getvalue()  # drawn in place, as before
     assert "\r" not in file.getvalue() and file.getvalue().splitlines()[-1].startswith("sft: 100%|##########| 3/3")
-    assert off.getvalue() == ""  # logging.progress_bar=false
+    # logging.progress_bar=false: no bar, plain lines still (issue #38 item 10: a long job is never silent)
+    assert "\r" not in off.getvalue() and off.getvalue().splitlines()[-1].startswith("sft: 100%|##########| 3/3")
+    assert other.getvalue() == ""  # a process other than the main one prints nothing
 
 
 REG = small_registry()
