@@ -18,10 +18,15 @@ the passes of a query share its searches and route options within a step, and a 
 the tables the other filled (the tables are kept per env, and each path has its own).
 
     OMP_NUM_THREADS=1 python benchmarks/flow_step.py [--steps 4] [--warmup 1] [--queries 72]
-        [--eval-repeats 2] [--batch-size 72]
+        [--eval-repeats 2] [--batch-size 72] [key=value ...]
 
-Last two lines: ``MTP RL step CPU one-at-a-time/batched: <ratio>`` and
-``flow evaluation CPU one-at-a-time/batched: <ratio>``.
+Trailing ``key=value`` arguments override the run config (after ``configs/travel-mtp.yaml``).
+Counts that do not depend on the load are printed beside the times: backend calls and the decisions
+they decoded, per step and per query, the steps' decisions and the queries evaluated.
+Last two lines, the absolute CPU seconds of both paths and their ratio:
+``MTP RL step CPU s per step (<n> passes): batched <s>, one-at-a-time <s>; one-at-a-time/batched <ratio>
+(median of pairs <ratio>)`` and ``flow evaluation CPU s per query (<n> queries): batched <s>,
+one-at-a-time <s>; one-at-a-time/batched <ratio> (median of pairs <ratio>)``.
 """
 
 from __future__ import annotations
@@ -54,28 +59,37 @@ from rltf.planners.loading import load_planner  # noqa: E402
 from rltf.planners.tokenizer import tokenizer_texts_for  # noqa: E402
 
 CPU: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # path -> part -> CPU seconds
+COUNTS: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # path -> backend calls / items decoded
 PATH = ["one-at-a-time"]  # the path being timed now
 
 
-def _timed(name: str) -> None:
+def _timed(name: str):
+    """Wrap ``PassBatch.<name>`` to add its CPU seconds (and, for ``_serve``, its backend calls and the
+    decisions they decoded) to the path being timed; returns the original method."""
     fn = getattr(batching.PassBatch, name)
 
     def timed(self, *args):
-        c0 = time.process_time()
+        c0, calls, items = time.process_time(), self.calls, self.items
         try:
             return fn(self, *args)
         finally:
             CPU[PATH[0]][name] += time.process_time() - c0
+            COUNTS[PATH[0]]["calls"] += self.calls - calls
+            COUNTS[PATH[0]]["items"] += self.items - items
     setattr(batching.PassBatch, name, timed)
+    return fn
 
 
-_timed("_step")   # a pass runs until it asks the backend or ends: its own code
-_timed("_serve")  # the batched backend calls
+def _clear() -> None:
+    CPU.clear()
+    COUNTS.clear()
 
 
 def _split(path: str, total: float, n: int) -> str:
     code, backend = CPU[path]["_step"] / n, CPU[path]["_serve"] / n
-    return f"{total / n:7.2f} s  (pass code {code:.2f}, backend {backend:.2f}, rest {total / n - code - backend:.2f})"
+    calls, items = COUNTS[path]["calls"] / n, COUNTS[path]["items"] / n
+    return (f"{total / n:7.3f} s  (pass code {code:.3f}, backend {backend:.3f}, rest {total / n - code - backend:.3f}; "
+            f"{calls:.1f} backend calls decoding {items:.1f} decisions)")
 
 
 def _median(xs: list[float]) -> float:
@@ -83,7 +97,7 @@ def _median(xs: list[float]) -> float:
     return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=4, help="timed RL steps per path (the paths take turns, step by step)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed RL steps per path first")
@@ -92,19 +106,31 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=None,
                     help="passes run together on the batched path (default: the config's flow.backend.batch_size)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    args = ap.parse_args()
+    ap.add_argument("overrides", nargs="*", metavar="key=value",
+                    help="run config overrides after configs/travel-mtp.yaml (e.g. a smaller planner or step)")
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    originals = {name: _timed(name) for name in ("_step", "_serve")}  # pass code; the batched backend calls
+    try:
+        return _run(args)
+    finally:
+        for name, fn in originals.items():
+            setattr(batching.PassBatch, name, fn)
+        _clear()
 
+
+def _run(args) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="flow_step_"))
     base = ["config=configs/travel-mtp.yaml", f"output_dir={tmp}", "logging.progress_bar=false",
-            "rltf.checkpoint_every=0", f"planner.embedded.dir={tmp / 'embedded'}"]
+            "rltf.checkpoint_every=0", f"planner.embedded.dir={tmp / 'embedded'}", *args.overrides]
     cfg = load_config(base)
     train, held = envs.make_train_and_held_out(cfg.env)
     planner = load_planner(cfg.planner, tokenizer_texts_for(train))
     paths = {"one-at-a-time": 1, "batched": args.batch_size or cfg.flow.backend.batch_size}
-    print(f"MTP flow, {cfg.rltf.tasks_per_batch} queries x {cfg.rltf.k_samples} passes per step; embedded planner "
-          f"d_model {cfg.planner.embedded.d_model}; torch threads {torch.get_num_threads()}; the two paths take "
-          "turns (step by step, evaluation by evaluation) so that a drift in the host's speed reaches both")
+    passes = cfg.rltf.tasks_per_batch * cfg.rltf.k_samples
+    print(f"MTP flow, {cfg.rltf.tasks_per_batch} queries x {cfg.rltf.k_samples} passes = {passes} per step; embedded "
+          f"planner d_model {cfg.planner.embedded.d_model}; torch threads {torch.get_num_threads()}; the two paths "
+          "take turns (step by step, evaluation by evaluation) so that a drift in the host's speed reaches both")
 
     # each path has its own envs: the per-query tables (catalog_memo, kept per env) one path builds
     # are never read by the other, and each path's tables persist across its own steps
@@ -117,7 +143,7 @@ def main() -> None:
         for name in paths:
             PATH[0] = name
             trainers[name].train_step()
-    CPU.clear()
+    _clear()
     catalog_memo.clear()  # the timed steps start with no query's tables
     step_cpu: dict[str, list[float]] = {name: [] for name in paths}
     trajs: dict[str, list] = {name: [] for name in paths}
@@ -131,15 +157,17 @@ def main() -> None:
                                 for t in trainers[name].last_trajectories])
     for name, width in paths.items():
         print(f"RL step, {name:>13} (batch {width:2d}): {_split(name, sum(step_cpu[name]), args.steps)} CPU per step")
+    step_counts = {name: dict(COUNTS[name]) for name in paths}
     same = trajs["one-at-a-time"] == trajs["batched"]
-    print(f"same trajectories on both paths: {same}")
+    decisions = sum(len(d) for step in trajs["batched"] for _, d in step)
+    print(f"same trajectories on both paths: {same} ({args.steps} steps, {decisions} decisions)")
     step_pairs = [a / b for a, b in zip(step_cpu["one-at-a-time"], step_cpu["batched"])]
 
     ids = select_queries([t.id for t in held.tasks()], args.queries)
     backends = {name: PlannerBackend(planner, batch_size=width) for name, width in paths.items()}
     for name in paths:  # warm-up
         evaluate_method("mtp", own_held[name], ids[:1], backends[name], cfg.flow)
-    CPU.clear()
+    _clear()
     eval_cpu: dict[str, list[float]] = {name: [] for name in paths}
     plans: dict[str, list] = {}
     for _ in range(args.eval_repeats):
@@ -150,18 +178,29 @@ def main() -> None:
             _, records = evaluate_method("mtp", own_held[name], ids, backends[name], cfg.flow)
             eval_cpu[name].append(time.process_time() - c0)
             plans.setdefault(name, [r["plan"] for r in records])
+    n_eval = len(ids) * args.eval_repeats
     for name, width in paths.items():
-        print(f"evaluation, {name:>13} (batch {width:2d}): "
-              f"{_split(name, sum(eval_cpu[name]), len(ids) * args.eval_repeats)} CPU per query")
-    print(f"same evaluation plans on both paths: {plans['one-at-a-time'] == plans['batched']}")
+        print(f"evaluation, {name:>13} (batch {width:2d}): {_split(name, sum(eval_cpu[name]), n_eval)} CPU per query")
+    eval_counts = {name: dict(COUNTS[name]) for name in paths}
+    same_plans = plans["one-at-a-time"] == plans["batched"]
+    print(f"same evaluation plans on both paths: {same_plans} ({len(ids)} queries x {args.eval_repeats} evaluations)")
     eval_pairs = [a / b for a, b in zip(eval_cpu["one-at-a-time"], eval_cpu["batched"])]
     print(f"per pair (one-at-a-time/batched): RL steps {', '.join(f'{r:.2f}' for r in step_pairs)}; "
           f"evaluations {', '.join(f'{r:.2f}' for r in eval_pairs)}")
-    print(f"MTP RL step CPU one-at-a-time/batched: {sum(step_cpu['one-at-a-time']) / sum(step_cpu['batched']):.2f} "
+    per_step = {name: sum(v) / args.steps for name, v in step_cpu.items()}
+    per_query = {name: sum(v) / n_eval for name, v in eval_cpu.items()}
+    step_ratio = sum(step_cpu["one-at-a-time"]) / sum(step_cpu["batched"])
+    eval_ratio = sum(eval_cpu["one-at-a-time"]) / sum(eval_cpu["batched"])
+    print(f"MTP RL step CPU s per step ({passes} passes): batched {per_step['batched']:.3f}, one-at-a-time "
+          f"{per_step['one-at-a-time']:.3f}; one-at-a-time/batched {step_ratio:.2f} "
           f"(median of pairs {_median(step_pairs):.2f})")
-    print(f"flow evaluation CPU one-at-a-time/batched: "
-          f"{sum(eval_cpu['one-at-a-time']) / sum(eval_cpu['batched']):.2f} "
+    print(f"flow evaluation CPU s per query ({len(ids)} queries): batched {per_query['batched']:.3f}, one-at-a-time "
+          f"{per_query['one-at-a-time']:.3f}; one-at-a-time/batched {eval_ratio:.2f} "
           f"(median of pairs {_median(eval_pairs):.2f})")
+    return {"passes_per_step": passes, "steps": args.steps, "queries": len(ids), "eval_repeats": args.eval_repeats,
+            "cpu_per_step": per_step, "cpu_per_query": per_query, "step_ratio": step_ratio, "eval_ratio": eval_ratio,
+            "step_pairs": step_pairs, "eval_pairs": eval_pairs, "step_counts": step_counts, "eval_counts": eval_counts,
+            "decisions": decisions, "same_trajectories": same, "same_plans": same_plans}
 
 
 if __name__ == "__main__":

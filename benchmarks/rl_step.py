@@ -29,23 +29,27 @@ plan-like text of similar length; ``constrained`` uses rltf's SFT (TRL then samp
 
     python benchmarks/rl_step.py [--repeats 5] [--warmup 1] [--tasks 8] [--k 8] [--threads 1]
 
-Times are medians over ``--repeats`` (after ``--warmup`` untimed steps of each), wall seconds per
-phase and CPU seconds (``time.process_time``: fairer on cores shared with other jobs) per step.
+Per-step times are medians over ``--repeats`` (after ``--warmup`` untimed steps of each), wall seconds
+per phase and CPU seconds (``time.process_time``: fairer on cores shared with other jobs) per step.
 
 The two steps do not do the same work: rltf samples only valid plans and executes all of them,
 while only the share of TRL's texts that parse as a plan is executed (~15% after the text warm
-start; the others score 0 without running anything). So, measured in the same run, it also prints:
+start; the others score 0 without running anything). So the per-step table and ratios (``context,
+per step: rltf/grpo step time <ratio>, step CPU time <ratio>; ...``, with the reward's share of each
+step) are context; the headline, the last two lines, is in the units of the work done, measured in
+the same run:
 
-* ``valid plans executed per step`` and ``rltf/grpo step CPU time: <ratio>; per valid plan executed:
-  <ratio>`` (CPU seconds of a step divided by the valid plans it executed, rltf over TRL);
-* the time to a fixed train reward: both methods keep training (``--reward-steps`` steps in all,
-  the timed ones included) and the first step whose train reward, averaged over the last
-  ``--window`` steps, reaches the target is reported with the CPU seconds spent up to it (or
-  ``not reached in N steps``). The target is ``--target``, or by default the lower of the two
-  methods' first-step rewards (the same fine-tuned planner sampled each method's way; TRL's
-  invalid texts score 0, so its start is the lower) plus ``--gain``: a reward both can reach.
-
-The last line is ``rltf/grpo step time: <ratio>`` (median total wall step time of rltf over TRL's).
+* ``CPU s per valid plan executed: rltf <s>, grpo <s>; rltf/grpo <ratio>`` -- the CPU seconds of the
+  timed steps divided by the valid plans they executed (counted: ``valid plans executed per step``);
+* ``CPU s to train reward <target>: rltf <s>, grpo <s>; rltf/grpo <ratio>`` -- both methods keep
+  training (``--reward-steps`` steps in all, the timed ones included); the first step whose train
+  reward, averaged over the last ``--window`` steps, reaches the target, and the CPU seconds of the
+  steps up to it. A method that does not reach it is reported ``not reached in N steps``; when only
+  TRL misses it, its CPU so far bounds the ratio (``rltf/grpo < <bound>``). The target is ``--target``,
+  or a first-step reward plus ``--gain``: by default (``--target-from lower``) the lower of the two
+  (the same fine-tuned planner sampled each method's way; TRL's invalid texts score 0, so its start
+  is the lower): a reward both can reach, which rltf's valid-only start may already meet;
+  ``--target-from higher``: the higher start, which both must learn to pass.
 
 ``--planner smollm2`` measures instead what reading each prompt once saves on a real LLM:
 CPU seconds per sampled and scored plan on SmolLM2-135M-Instruct with LoRA, each prompt read
@@ -223,6 +227,19 @@ def time_to_reward(rewards: list[float], cpu: list[float], target: float, window
     return None
 
 
+def _target(args, starts: dict[str, float]) -> tuple[float, str]:
+    """The train reward to reach and how it was chosen: ``--target``, or a start (``--target-from``: the
+    lower or the higher of the two methods' first-step rewards) plus ``--gain``."""
+    if args.target is not None:
+        return args.target, "--target"
+    base = min(starts.values()) if args.target_from == "lower" else max(starts.values())
+    return base + args.gain, f"the {args.target_from} start {base:.3f} + {args.gain:g}"
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
 def _report(args, times, plans, valid, lengths, cpu, executed) -> dict:
     med = {m: {p: statistics.median(x[p] for x in ts) for p in (*PHASES, "total", "cpu")} for m, ts in times.items()}
     n = args.tasks * args.k
@@ -233,40 +250,60 @@ def _report(args, times, plans, valid, lengths, cpu, executed) -> dict:
           f"{statistics.mean(lengths) if lengths else float('nan'):.1f} tokens; mean train reward "
           f"rltf {statistics.mean(plans['rltf']):.3f}, grpo {statistics.mean(plans['grpo']):.3f}")
     print()
+    print("per step (context: the two steps do not do the same work): wall seconds per phase, CPU seconds in all")
     print("| phase | rltf (s) | TRL GRPO (s) | rltf/grpo |")
     print("|---|---|---|---|")
-    for p in (*PHASES, "total"):
+    for p in (*PHASES, "total", "cpu"):
         a, b = med["rltf"][p], med["grpo"][p]
         print(f"| {p} | {a:.3f} | {b:.3f} | {a / b if b > 0 else float('nan'):.2f} |")
     policy = {m: med[m]["total"] - med[m]["reward"] for m in med}
-    print()
-    print(f"without the reward (policy compute only): rltf/grpo {policy['rltf'] / policy['grpo']:.2f}")
+    share = {m: med[m]["reward"] / med[m]["total"] for m in med}
+    ratio, cpu_ratio = med["rltf"]["total"] / med["grpo"]["total"], med["rltf"]["cpu"] / med["grpo"]["cpu"]
+    print(f"context, per step: rltf/grpo step time {ratio:.2f}, step CPU time {cpu_ratio:.2f}; without the reward "
+          f"(policy compute only) {policy['rltf'] / policy['grpo']:.2f}; the reward's share of the step: rltf "
+          f"{share['rltf']:.2f}, grpo {share['grpo']:.2f}")
     # the same work? rltf executes every sampled plan (all valid), TRL only the texts that parse
     per_step = {m: statistics.mean(executed[m]) for m in executed}
-    cpu_ratio = med["rltf"]["cpu"] / med["grpo"]["cpu"]
-    per_valid = {m: sum(x["cpu"] for x in times[m]) / max(sum(executed[m]), 1) for m in times}
-    valid_ratio = per_valid["rltf"] / per_valid["grpo"] if sum(executed["grpo"]) else float("nan")
+    counts = {m: sum(executed[m]) for m in executed}
     print(f"valid plans executed per step: rltf {per_step['rltf']:.1f}, grpo {per_step['grpo']:.1f} (of {n}); "
-          f"CPU s per valid plan: rltf {per_valid['rltf']:.4f}, grpo {per_valid['grpo']:.4f}")
-    print(f"rltf/grpo step CPU time: {cpu_ratio:.2f}; per valid plan executed: {valid_ratio:.2f}")
+          f"in the {args.repeats} timed steps: rltf {counts['rltf']}, grpo {counts['grpo']}")
     # how long to a fixed train reward (both start from the same planner; TRL's invalid texts score 0)
     starts = {m: plans[m][0] for m in plans}
-    target = args.target if args.target is not None else min(starts.values()) + args.gain
-    how = "--target" if args.target is not None else f"the lower start {min(starts.values()):.3f} + {args.gain:g}"
+    target, how = _target(args, starts)
     reached = {m: time_to_reward(plans[m], cpu[m], target, args.window) for m in plans}
     steps = len(plans["rltf"])
-    said = {m: f"step {r[0]}, {r[1]:.1f} CPU s" if r else f"not reached in {steps} steps" for m, r in reached.items()}
-    print(f"train reward >= {target:.3f} ({how}; mean of the last {args.window} steps; starts: rltf "
+    spent = {m: sum(cpu[m]) for m in cpu}
+    said = {m: f"step {r[0]}" if r else f"not reached in {steps} steps ({spent[m]:.1f} CPU s spent)"
+            for m, r in reached.items()}
+    print(f"train reward target {target:.3f} ({how}; mean of the last {args.window} steps; starts: rltf "
           f"{starts['rltf']:.3f}, grpo {starts['grpo']:.3f}; last: rltf {plans['rltf'][-1]:.3f}, grpo "
           f"{plans['grpo'][-1]:.3f}): rltf {said['rltf']}; grpo {said['grpo']}")
-    to_reward = reached["rltf"][1] / reached["grpo"][1] if all(reached.values()) and reached["grpo"][1] else None
+    # the headline, in the units of the work done: CPU per valid plan executed, CPU to the target
+    per_valid = {m: sum(x["cpu"] for x in times[m]) / counts[m] if counts[m] else None for m in times}
+    valid_ratio = _ratio(per_valid["rltf"], per_valid["grpo"])
+    to_cpu = {m: r[1] if r else None for m, r in reached.items()}
+    to_reward = _ratio(to_cpu["rltf"], to_cpu["grpo"])
+    print()
+    print("CPU s per valid plan executed: " + ", ".join(
+        f"{m} {per_valid[m]:.4f}" if per_valid[m] is not None else f"{m} n/a (no valid plan executed)"
+        for m in per_valid) + f"; rltf/grpo {_fmt(valid_ratio)}")
     if to_reward is not None:
-        print(f"rltf/grpo CPU s to reach it: {to_reward:.2f}")
-    ratio = med["rltf"]["total"] / med["grpo"]["total"]
-    print(f"rltf/grpo step time: {ratio:.2f}")
+        versus = f"rltf/grpo {to_reward:.2f}"
+    elif to_cpu["rltf"] is not None:  # grpo did not get there: its CPU so far bounds the ratio from above
+        versus = f"rltf/grpo < {to_cpu['rltf'] / spent['grpo']:.2f} (grpo not reached)"
+    else:
+        versus = "rltf/grpo n/a (" + " and ".join(m for m in to_cpu if to_cpu[m] is None) + " not reached)"
+    print(f"CPU s to train reward {target:.3f}: " + ", ".join(
+        f"{m} {to_cpu[m]:.2f}" if to_cpu[m] is not None else f"{m} not reached in {steps} steps" for m in to_cpu)
+        + f"; {versus}")
     return {"median": med, "ratio": ratio, "valid": valid, "cpu_ratio": cpu_ratio, "per_valid_plan_ratio": valid_ratio,
-            "valid_per_step": per_step, "target": target, "reached": reached, "to_reward_ratio": to_reward,
-            "rewards": plans}
+            "cpu_per_valid_plan": per_valid, "valid_executed": counts, "valid_per_step": per_step,
+            "reward_share": share, "target": target, "reached": reached, "cpu_to_reward": to_cpu,
+            "to_reward_ratio": to_reward, "rewards": plans, "steps": steps}
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -283,7 +320,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--reward-steps", type=int, default=30,
                     help="steps each method trains for the time to a fixed train reward (at least the timed ones)")
     ap.add_argument("--gain", type=float, default=0.2,
-                    help="the fixed train reward is the lower of the two first-step rewards plus this")
+                    help="the fixed train reward is a first-step reward (--target-from) plus this")
+    ap.add_argument("--target-from", choices=("lower", "higher"), default="lower",
+                    help="the start the target adds --gain to: the lower of the two methods' first-step rewards "
+                         "(a reward both can reach) or the higher (one neither has at the start)")
     ap.add_argument("--target", type=float, default=None, help="the fixed train reward itself (overrides --gain)")
     ap.add_argument("--window", type=int, default=3, help="steps the train reward is averaged over")
     ap.add_argument("--warm-start", choices=("text", "constrained", "none"), default="text")

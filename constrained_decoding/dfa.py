@@ -36,24 +36,29 @@ class TokenDFA:
     transitions: list[dict[int, int]]
     final: int
     pad_id: int
-    allowed: np.ndarray = field(init=False, repr=False)
-    valid: np.ndarray = field(init=False, repr=False)
-    next_state: np.ndarray = field(init=False, repr=False)
     slot_of: list[dict[int, int]] = field(init=False, repr=False)
+    # the edges in compressed rows: state s's slots are edges indptr[s]:indptr[s+1] (a real-table travel
+    # grammar has ~40k states but a few hundred-wide ones: dense [states, D] arrays would hold ~50 MB per
+    # grammar, its edges ~0.5 MB; the dense arrays are built when a batch's tables are stacked)
+    indptr: np.ndarray = field(init=False, repr=False)
+    edge_token: np.ndarray = field(init=False, repr=False)
+    edge_next: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        n = len(self.transitions)
-        width = max(1, max(len(t) for t in self.transitions))
-        self.allowed = np.full((n, width), self.pad_id, dtype=np.int64)
-        self.valid = np.zeros((n, width), dtype=bool)
-        self.next_state = np.full((n, width), self.final, dtype=np.int64)
         self.slot_of = []
+        tokens: list[int] = []
+        nexts: list[int] = []
+        counts = np.zeros(len(self.transitions), dtype=np.int64)
         for s, edges in enumerate(self.transitions):
             if s == self.final:
                 edges = {self.pad_id: self.final}
-            for j, (tok, nxt) in enumerate(edges.items()):
-                self.allowed[s, j], self.valid[s, j], self.next_state[s, j] = tok, True, nxt
+            tokens += edges.keys()
+            nexts += edges.values()
+            counts[s] = len(edges)
             self.slot_of.append({tok: j for j, tok in enumerate(edges)})
+        self.indptr = np.concatenate([[0], np.cumsum(counts)])
+        self.edge_token = np.asarray(tokens, dtype=np.int64)
+        self.edge_next = np.asarray(nexts, dtype=np.int64)
 
     @property
     def num_states(self) -> int:
@@ -61,7 +66,30 @@ class TokenDFA:
 
     @property
     def width(self) -> int:
-        return self.allowed.shape[1]
+        return max(1, int(np.diff(self.indptr).max(initial=0)))
+
+    def _dense(self, values: np.ndarray, fill, dtype) -> np.ndarray:
+        """``[num_states, width]``: slot j of state s holds its j-th edge's value, ``fill`` beyond."""
+        counts = np.diff(self.indptr)
+        rows = np.repeat(np.arange(self.num_states), counts)
+        out = np.full((self.num_states, self.width), fill, dtype=dtype)
+        out[rows, np.arange(len(rows)) - self.indptr[rows]] = values
+        return out
+
+    @property
+    def allowed(self) -> np.ndarray:
+        """``[num_states, D]`` allowed token ids (``pad_id`` beyond a state's slots); built on each call."""
+        return self._dense(self.edge_token, self.pad_id, np.int64)
+
+    @property
+    def valid(self) -> np.ndarray:
+        """``[num_states, D]`` which slots are real; built on each call."""
+        return self._dense(np.ones(len(self.edge_token), dtype=bool), False, bool)
+
+    @property
+    def next_state(self) -> np.ndarray:
+        """``[num_states, D]`` the state each slot leads to (``final`` beyond a state's slots); built on each call."""
+        return self._dense(self.edge_next, self.final, np.int64)
 
     def walk(self, start: int, tokens: Sequence[int]) -> tuple[list[int], list[int]]:
         """States before each token and the slot each token takes; ``ValueError`` if not in the language."""

@@ -9,8 +9,9 @@ depend on the prompt it follows.
 Prompt length: ``tokenizer.model_max_length`` (rltf sets it from ``planner.max_prompt_tokens``)
 bounds every encoded prompt. A longer prompt loses tokens from the LEFT of its text (as TRL
 truncates prompts: the end of a few-shot prompt is the task itself), keeping the tokenizer's
-special tokens and the plan separator, and a warning says prompts are cut (its text is the same for
-every call with the same limit, so Python's default filter shows it once where it is raised).
+special tokens and the plan separator, and a :class:`PromptTruncationWarning` says prompts are cut (its
+text is the same for every call with the same limit, so Python's default filter shows it once where it
+is raised; code that cuts prompts by design, such as the travel flows, filters the class).
 
 Chat models: a causal planner whose tokenizer has a chat template (``tokenizer.chat_template``,
 e.g. SmolLM2-Instruct) reads its prompt the way it was instruction-tuned: the template around the
@@ -36,6 +37,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 PLAN_SEPARATOR = "\nPlan:"
+
+
+class PromptTruncationWarning(UserWarning):
+    """Prompts longer than ``tokenizer.model_max_length`` (``planner.max_prompt_tokens``) were cut from
+    the left (:func:`encode_formatted`). Its own class, so that runs and tests whose prompts are cut by
+    design (the travel flows' short limits) can filter or expect exactly this warning."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +127,7 @@ def encode_formatted(tokenizer, texts: Sequence[str], encoder_decoder: bool) -> 
     # one text per limit: Python's default filter shows it once per place it is raised from, not
     # on every call of a run whose prompts are cut by design (the travel flows' 160 tokens)
     warnings.warn(f"prompts longer than {limit} tokens (planner.max_prompt_tokens / tokenizer.model_max_length) "
-                  "are truncated from the left, keeping their end", stacklevel=3)
+                  "are truncated from the left, keeping their end", PromptTruncationWarning, stacklevel=3)
     return out
 
 

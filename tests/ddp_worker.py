@@ -16,12 +16,12 @@ from tests.tiny_models import tiny_t5, unigram_tokenizer  # noqa: E402
 from tests.toy_env import toy_env  # noqa: E402
 
 
-def main(out: str) -> None:
+def main(out: str, *overrides: str) -> None:
     torch.set_num_threads(1)
     acc = Accelerator(cpu=True)
     cfg = load_config([f"output_dir={out}", "run_name=ddp", "rltf.steps=3", "rltf.tasks_per_batch=2",
                        "rltf.k_samples=4", "rltf.lr=0.01", "rltf.eval_every=0", "rltf.checkpoint_every=2",
-                       "logging.progress_bar=false"])
+                       "logging.progress_bar=false", *overrides])
     tok = unigram_tokenizer()
     planner = Planner(tiny_t5(tok, seed=0), tok, True, "tiny-t5")
     trainer = RLTFTrainer(cfg, planner, toy_env(), acc)
@@ -38,4 +38,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *sys.argv[2:])

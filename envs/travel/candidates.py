@@ -6,7 +6,9 @@ ignores the local constraints and the budget, which the planner has to learn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from envs.travel.index import SandboxIndex
 from envs.travel.query import TravelQuery
@@ -80,3 +82,46 @@ def query_candidates(index: SandboxIndex, q: TravelQuery) -> QueryCandidates:
             if per_day:
                 cand.transport[(a, b)] = per_day
     return cand
+
+
+def capped_candidates(c: QueryCandidates, limit: int, keep: str, seed: int, cities: int = 0) -> QueryCandidates:
+    """``c`` with at most ``limit`` options per city and kind (restaurants, attractions,
+    accommodations) and per leg and day (transport): every option that ``keep`` names (the solver's
+    plan text: a plan the flat planner is taught stays in its grammar), then a sample of the others,
+    drawn with ``(seed, query id)``; kept in their original order. ``limit`` 0: ``c`` itself. The real
+    tables offer several hundred options per city, the synthetic sandbox a few dozen: the flat
+    planner's grammar grows with them (``env.travel.max_options``). ``cities`` > 0: at most that many
+    route cities as well (those ``keep`` visits, then a sample), and only their options and legs: a
+    state's 5-7 day query may route over twenty cities and four hundred legs
+    (``env.travel.max_cities``)."""
+    if limit <= 0 and cities <= 0:
+        return c
+    rng = np.random.default_rng([seed, c.query_id])
+    if 0 < cities < len(c.route_cities):
+        visited = [x for x in c.route_cities if f"from {x} to" in keep or f"to {x}" in keep or f"({x})" in keep
+                   or f", {x}" in keep]
+        rest = [x for x in c.route_cities if x not in visited]
+        drawn = rng.choice(len(rest), size=max(0, min(len(rest), cities - len(visited))), replace=False)
+        route = [x for x in c.route_cities if x in visited or x in {rest[i] for i in drawn}]
+        stops = {c.org, *route}
+        c = replace(c, route_cities=route,
+                    restaurants={k: v for k, v in c.restaurants.items() if k in stops},
+                    attractions={k: v for k, v in c.attractions.items() if k in stops},
+                    accommodations={k: v for k, v in c.accommodations.items() if k in stops},
+                    transport={leg: v for leg, v in c.transport.items() if leg[0] in stops and leg[1] in stops})
+    if limit <= 0:
+        return c
+
+    def pick(options: list[str]) -> list[str]:
+        if len(options) <= limit:
+            return list(options)
+        named = {o for o in options if o in keep}
+        rest = [o for o in options if o not in named]
+        drawn = rng.choice(len(rest), size=max(0, min(len(rest), limit - len(named))), replace=False)
+        chosen = named | {rest[i] for i in drawn}
+        return [o for o in options if o in chosen]
+
+    return replace(c, restaurants={k: pick(v) for k, v in c.restaurants.items()},
+                   attractions={k: pick(v) for k, v in c.attractions.items()},
+                   accommodations={k: pick(v) for k, v in c.accommodations.items()},
+                   transport={leg: {d: pick(v) for d, v in days.items()} for leg, days in c.transport.items()})

@@ -71,6 +71,16 @@ class TravelEnvConfig:
     """Keep only queries of these difficulty levels: any of easy, medium, hard."""
     max_attractions: int = num(2, ge=1)
     """The most attractions the plan grammar allows per stay day (1 to this many)."""
+    max_options: int = num(0, ge=0)
+    """The most options the flat planner's grammar offers a query per city and kind (restaurants,
+    attractions, accommodations) and per leg and day (transport): the solver's plan's own options,
+    then a seeded sample of the others (0: every option). The real tables offer several hundred per
+    city and their grammars hold tens of MB each; the evaluator, the solver and the flows always see
+    every option."""
+    max_cities: int = num(0, ge=0)
+    """The most route cities the flat planner's grammar offers a query: those the solver's plan
+    visits, then a seeded sample of the others (0: every city of the destination state). A state's
+    5-7 day real query may route over twenty cities and four hundred legs (a 40k-state grammar)."""
     reward: RewardSettings = field(default_factory=RewardSettings)
     """The weights of the shaped reward's terms."""
     official_quirks: bool = False

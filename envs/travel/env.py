@@ -43,7 +43,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.episodes import ansi_text, episode_task
-from envs.travel.candidates import query_candidates
+from envs.travel.candidates import capped_candidates, query_candidates
 from envs.travel.config import RewardSettings
 from envs.travel.evaluator import PlanEvaluation, TravelEvaluator, summarize
 from envs.travel.hub import HUB_ID, parse_split_name
@@ -115,6 +115,8 @@ class TravelPlannerEnv(gym.Env):
         queries: Sequence[TravelQuery] | None = None,
         render_mode: str | None = None,
         max_attractions: int = 2,
+        max_options: int = 0,
+        max_cities: int = 0,
         index: SandboxIndex | None = None,
         query_ids: Sequence[int] | None = None,
     ):
@@ -164,6 +166,7 @@ class TravelPlannerEnv(gym.Env):
         self._tools = None
         self._solver = None
         self.max_attractions = int(max_attractions)
+        self.max_options, self.max_cities, self.seed = int(max_options), int(max_cities), int(seed)
         self._grammars: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._tasks: dict[int, TravelTask] = {}
 
@@ -328,9 +331,13 @@ class TravelPlannerEnv(gym.Env):
 
         q = self.get_query(query)
         per_tok = self._grammars.setdefault(tokenizer, {})
-        key = (q.id, self.max_attractions)
+        key = (q.id, self.max_attractions, self.max_options, self.max_cities)
         if key not in per_tok:
-            per_tok[key] = shared_grammar(tokenizer, self.candidates(q), self.max_attractions)
+            candidates = self.candidates(q)
+            if self.max_options or self.max_cities:  # (the solver's plan stays inside: it is what SFT teaches)
+                candidates = capped_candidates(candidates, self.max_options, self.get_task(q).reference_plan or "",
+                                               self.seed, self.max_cities)
+            per_tok[key] = shared_grammar(tokenizer, candidates, self.max_attractions)
         return per_tok[key]
 
     def reference_plan(self, query: int | str | TravelQuery) -> str | None:

@@ -126,7 +126,8 @@ def split_ids(config: TravelEnvConfig | Mapping[str, Any] | None = None, queries
 def _env(config: TravelEnvConfig, split: str, index, queries, ids) -> TravelPlannerEnv:
     return TravelPlannerEnv(split, seed=config.seed, reward_weights=config.reward,
                             official_quirks=config.official_quirks, max_attractions=config.max_attractions,
-                            index=index, queries=queries, query_ids=ids)
+                            max_options=config.max_options, max_cities=config.max_cities, index=index,
+                            queries=queries, query_ids=ids)
 
 
 def make_envs(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> tuple[TravelPlannerEnv, TravelPlannerEnv]:
@@ -183,6 +184,9 @@ def describe_env(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> l
         where = f"the synthetic sandbox of seed {config.seed} (split envs/travel/splits/seed{config.seed}.json)"
     return [f"env         travel: {where}",
             f"            queries of {config.days} days, levels {config.levels}; plan grammar with at most "
-            f"{config.max_attractions} attractions per stay day",
+            f"{config.max_attractions} attractions per stay day"
+            + (f" and {config.max_options} options per city, kind, leg and day (the solver's plan's among them)"
+               if config.max_options else "")
+            + (f", {config.max_cities} route cities at most" if config.max_cities else ""),
             f"            reward = {reward_formula(config.reward)}"
             + ("; the official evaluator's quirks reproduced" if config.official_quirks else "")]

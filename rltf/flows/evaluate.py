@@ -13,8 +13,9 @@ Every method runs on the held-out queries of ``flow.splits`` (the persisted spli
 of them, evenly spaced or the first); each query is one pass of the method's flow. Written to
 ``<output_dir>/<run_name>/``: ``flow_eval.md`` (the table: delivery, commonsense micro / macro, hard micro /
 macro, final pass,
-mean reward, tokens, seconds, nodes and constrained decisions per query), ``flow_eval.json``
-(the table and every query's plan, reward, violations, error, usage) and ``traces/<method>/``
+mean reward, tokens, seconds, nodes and constrained decisions per query; under its title a line naming the
+database, flights, queries and split), ``flow_eval.json`` (the table, that data as ``data``
+(:mod:`envs.travel.provenance`), and every query's plan, reward, violations, error, usage) and ``traces/<method>/``
 (the pass traces of the first ``flow.trace_queries`` queries). Last line:
 ``held-out final pass: mtp=<x> okr=<x> ... solver=<x>``.
 """
@@ -36,6 +37,7 @@ from omegaconf.errors import OmegaConfBaseException
 from transformers.utils import logging as hf_logging
 
 import envs as env_factory
+from constrained_decoding.prompts import PromptTruncationWarning
 from rltf.config.flow import FlowSettings, FlowSettingsError
 from rltf.config.loading import ConfigError, RunConfig, load_config, resolve_config_path
 from rltf.flows.evaluation import evaluate_flows
@@ -224,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         return None
     if flow.backend.torch_threads:
         torch.set_num_threads(flow.backend.torch_threads)
-    warnings.filterwarnings("ignore", message=r"prompts longer than \d+ tokens .* are truncated from the left")
+    warnings.filterwarnings("ignore", category=PromptTruncationWarning)  # the flows' short limits cut by design
     hf_logging.set_verbosity_error()  # "Token indices sequence length is longer than ..." per long prompt
     return evaluate_flows(cfg, flow)
 

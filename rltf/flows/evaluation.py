@@ -20,6 +20,7 @@ import envs as env_factory
 from common.errors import UserError
 from rltf.config.flow import FlowSettings
 from rltf.config.loading import ConfigError, RunConfig
+from rltf.evaluation.data_source import data_source, with_data_line
 from rltf.flows.agents.dispatch import build_backend, run_method
 from rltf.flows.agents.travel_nodes import FlowRun
 from rltf.flows.backends.base import BackendError
@@ -74,10 +75,11 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
         rows["solver"], queries["solver"] = solver_row(held, ids)
     title = f"{', '.join(flow.methods)} on {len(ids)} {'+'.join(flow.splits)} queries ({_backend_name(flow)})"
     failed = {m: e["failed_queries"] for m, e in errors.items() if e["failed_queries"]}
-    md = table_markdown(rows, title, failed=failed, n_queries=len(ids))
+    data = data_source(cfg.env, held, flow.splits)  # the database, flights, queries and split
+    md = with_data_line(table_markdown(rows, title, failed=failed, n_queries=len(ids)), data)
     if stop is not None:
         md += f"\n**stopped**: {stop}\n"
-    summary = {"table": rows, "queries": ids, "title": title, "backend": dataclasses.asdict(flow.backend),
+    summary = {"table": rows, "data": data, "queries": ids, "title": title, "backend": dataclasses.asdict(flow.backend),
                "backend_errors": errors, "results": queries, "seconds": time.perf_counter() - started,
                "stopped": None if stop is None else str(stop)}
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ from typing import Any
 
 from rltf.algorithms.baselines import BASELINES
 from rltf.config.loading import ConfigError, RunConfig
+from rltf.evaluation.data_source import data_source, with_data_line
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend
 from rltf.flows.evaluate import describe_flows
@@ -202,10 +203,11 @@ def report(run: stages.Run, rows: dict[str, dict[str, float]], records: dict[str
     title = (f"{method} on {len(ids)} held-out ({'+'.join(cfg.flow.splits)}) queries, run {cfg.run_name}, "
              f"seed {cfg.seed}, credit {cfg.flow.credit}, roles {cfg.flow.roles}")
     selected = run.selection if history is not None else None
-    md = table_markdown({selected.label if selected and name == "rltf" else name: r for name, r in rows.items()},
-                        title)
-    summary = {"table": rows, "columns": list(COLUMNS), "queries": ids, "method": method, "results": records,
-               "seconds": time.perf_counter() - run.started}
+    data = data_source(cfg.env, run.envs.held_out if run.envs else None, cfg.flow.splits)  # database, queries
+    md = with_data_line(table_markdown({selected.label if selected and name == "rltf" else name: r
+                                        for name, r in rows.items()}, title), data)
+    summary = {"table": rows, "data": data, "columns": list(COLUMNS), "queries": ids, "method": method,
+               "results": records, "seconds": time.perf_counter() - run.started}
     if selected is not None:
         summary["rltf_selection"] = {**selected.as_dict(), "validation": run.validation or []}
     if acc.is_main_process:

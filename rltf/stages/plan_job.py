@@ -38,6 +38,7 @@ from envs.splitting import NON_TRAIN
 from rltf.config.loading import RunConfig, check_resume_config, config_to_yaml, save_config
 from rltf.config.sections import EVAL_SCHEMAS
 from rltf.evaluation import schemas as ev
+from rltf.evaluation.data_source import data_source, with_data_line
 from rltf.evaluation.diversity import Diversity, diversity_curve, diversity_results, validation_diversity
 from rltf.evaluation.schemas import Env, Task
 from rltf.planners.embedded import no_language_pretraining
@@ -362,8 +363,9 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
     solver=…``). ``env`` (the held-out env) gives the table's columns; ``labels`` rename rows.
     ``out_dir`` (``train/evaluate.py``: beside the evaluated planner) replaces the run folder as the
     place of ``<stem>.md`` / ``<stem>.json``; ``extra`` adds its keys to ``<stem>.json``, after
-    ``environment`` (the machine and every installed version: :mod:`rltf.run.environment`).
-    Returns the summary written to ``<stem>.json``."""
+    ``environment`` (the machine and every installed version: :mod:`rltf.run.environment`). On the travel
+    env, ``data`` in ``<stem>.json`` and a line under the title name the database, flights, queries and
+    split (:mod:`rltf.evaluation.data_source`). Returns the summary written to ``<stem>.json``."""
     cfg, acc = run.cfg, run.acc
     ordered = [results[s] for s in ROW_ORDER if s in results]
     if env is None and run.envs is not None:
@@ -373,13 +375,14 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
     oracle_name = env.oracle_name if env is not None else "oracle"
     selected = run.selection if history is not None else None  # the RLTF row's step (rltf.select)
     labels = {"oracle": oracle_name, **({"rltf": selected.label} if selected else {}), **(labels or {})}
-    md = _with_na_rows(ev.table_markdown(table, title, labels), ev.markdown_columns(table),
-                       [r.schema for r in ordered], na, labels)
+    data = data_source(cfg.env, env, cfg.eval.splits, roles=True)  # travel: the database, flights, queries
+    md = with_data_line(_with_na_rows(ev.table_markdown(table, title, labels), ev.markdown_columns(table),
+                                      [r.schema for r in ordered], na, labels), data)
     if na:  # n/a rows hold no numbers (null in the JSON), in table order, and say why
         table["rows"] = {r.schema: {c: None for c in table["columns"]} if r.schema in na else table["rows"][r.schema]
                          for r in ordered}
         table["n/a"] = na
-    summary = {"table": table, "plans": {r.schema: r.plans for r in ordered},
+    summary = {"table": table, **({"data": data} if data else {}), "plans": {r.schema: r.plans for r in ordered},
                "scores": {r.schema: r.scores for r in ordered}, "seconds": time.perf_counter() - run.started}
     if selected is not None:
         summary["rltf_selection"] = {**selected.as_dict(), "validation": run.validation or []}

@@ -28,7 +28,10 @@ from rltf.planners.loading import load_planner
 from rltf.planners.tokenizer import tokenizer_texts_for
 from tests.tiny_models import small_registry, tiny_t5, unigram_tokenizer
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# the travel flows cut their prompts to planner.max_prompt_tokens by design (their recipe,
+# rltf/flows/evaluate.py, filters the same class); tests/rl/test_rl_correctness.py asserts the warning itself
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
+              pytest.mark.filterwarnings("ignore::constrained_decoding.prompts.PromptTruncationWarning")]
 
 LOGPROB_TOL = dict(rtol=1e-5, atol=1e-5)
 

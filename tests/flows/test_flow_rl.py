@@ -25,7 +25,10 @@ from rltf.flows.training.trajectory import Decision, Trajectory, decision_weight
 from rltf.planners.loading import load_planner
 from rltf.planners.tokenizer import tokenizer_texts_for
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# the travel flows cut their prompts to planner.max_prompt_tokens by design (their recipe,
+# rltf/flows/evaluate.py, filters the same class); tests/rl/test_rl_correctness.py asserts the warning itself
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
+              pytest.mark.filterwarnings("ignore::constrained_decoding.prompts.PromptTruncationWarning")]
 
 TINY = ["config=configs/travel-mtp.yaml", "env.travel.days=[3]", "env.travel.levels=[easy]",
         "planner.embedded.d_model=32", "planner.embedded.d_ff=64", "planner.embedded.num_layers=1",

@@ -4,6 +4,7 @@ describe their runs without loading anything; ``flow.warm_start_queries`` is che
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -22,7 +23,7 @@ def test_the_untrained_configs_run_smollm2_on_the_hf_backend_with_free_text():
     queries = []
     for name in EVAL_CONFIGS:
         cfg, flow = load_flow_config([f"config=configs/{name}.yaml"])
-        shipped = yaml.safe_load(open(f"configs/{name}.yaml"))["flow"]
+        shipped = yaml.safe_load(Path(f"configs/{name}.yaml").read_text())["flow"]
         assert flow.methods == [name.split("-")[1]] and flow.limit == shipped["limit"]
         assert flow.backend.kind == "hf" and flow.backend.model == "smollm2" and flow.backend.chat_template == "auto"
         assert flow.mtp.supervisor == "model" if name.startswith("travel-mtp") else flow.react.think_tokens > 0

@@ -227,6 +227,8 @@ def test_a_killed_two_epoch_run_resumes_exactly(tmp_path):
 
 # ------------------------------------------------------------------------ 4. flows
 @pytest.mark.parametrize("extra", [("rltf.minibatches=2",), ("rltf.ratio=decision",)])
+# the travel flows cut their prompts to planner.max_prompt_tokens by design (as in tests/flows)
+@pytest.mark.filterwarnings("ignore::constrained_decoding.prompts.PromptTruncationWarning")
 def test_a_flow_trainer_step_with_two_epochs_runs(world, tmp_path, extra):  # noqa: F811
     trainer, planner = flow_trainer(world, tmp_path, "rltf.update_epochs=2", *extra)
     before = _weights(planner.model)

@@ -19,3 +19,14 @@ def test_two_process_cpu_training(tmp_path):
     assert all(a != b for a, b in zip(r0["tasks"], r1["tasks"]))  # each rank had its own shard
     ckpts = sorted(p.name for p in (tmp_path / "ddp" / "rltf").iterdir())
     assert ckpts == ["checkpoint-3", "latest"]  # written once, by rank 0, atomically (no temp dirs left)
+
+
+@pytest.mark.slow
+def test_two_processes_with_the_unordered_set_estimator(tmp_path):
+    """Distinct plans per task: each process weights its own tasks' sets after gathering every
+    process's batch as objects (a set may hold fewer plans than k_samples: ragged shards); the
+    processes end with the same weights."""
+    torchrun2("tests/ddp_worker.py", tmp_path, "rltf.baseline=unordered_set", "rltf.k_samples=6")
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert r0["params"] == r1["params"] and r0["sum"] == r1["sum"]
+    assert all(a != b for a, b in zip(r0["tasks"], r1["tasks"]))

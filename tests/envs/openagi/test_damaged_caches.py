@@ -24,8 +24,9 @@ def test_a_damaged_learned_expert_cache_is_retrained_with_a_warning(tmp_path, mo
     path = next(tmp_path.glob("expert-*.npz"))
     good = path.read_bytes()
     path.write_bytes(content if content != b"PK\x03\x04 truncated zip" else good[: len(good) // 2])
-    with pytest.warns(RuntimeWarning, match=str(path.name)):
+    with pytest.warns(RuntimeWarning, match=str(path.name)) as seen:
         again = caching._cached("expert", {"a": 1}, train)
+    assert not [str(w.message) for w in seen if w.category is ResourceWarning]  # the damaged file was closed
     assert len(calls) == 2 and np.array_equal(again["w"], first["w"])
     assert path.read_bytes() == good  # rewritten whole
     with warnings.catch_warnings():

@@ -15,6 +15,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # before anything imports huggingface_hub / 
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -68,7 +69,10 @@ def test_main_job_on_the_full_suite_with_hf_experts(tmp_path, capsys):
         sources = write_sources(tmp_path / "hub")
         hf = _hf_settings(tools, metrics)
         cfg = load_config(_args(tmp_path, hf, sources))
-        summary = run(cfg)
+        # ... and the trainer warns, per step, of each expert that failed on every call (rltf/rl/trainer.py)
+        missing = pytest.warns(RuntimeWarning, match=r"failed on every call .* with diffusers, which is not installed")
+        with contextlib.nullcontext() if HAS_DIFFUSERS else missing:
+            summary = run(cfg)
     finally:
         torch.set_num_threads(old_threads)
     # the hf metrics live in the run's envs: the process-wide offline table is what it was

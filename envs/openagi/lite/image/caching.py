@@ -26,7 +26,8 @@ def _cached(
     path: Path = rltf_cache_dir("lite") / f"{name}-{_config_key(config)}.npz"
     if path.exists():
         try:
-            with np.load(path, allow_pickle=False) as f:
+            # the file is ours to close: np.load leaves it open when a damaged archive fails to load
+            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as f:
                 arrays = {k: f[k] for k in f.files}
             if not arrays:
                 raise ValueError("no arrays")

@@ -1,0 +1,89 @@
+"""Which data a travel result was computed on: the database, the flights, the queries and their split.
+
+:func:`data_source` gives it as a dict (the ``data`` key of a results JSON) and :func:`data_line` as
+one line of markdown (under a results table's title)::
+
+    data: generated sandbox (seed 0), flights generated with it; queries generated with it,
+          split envs/travel/splits/seed0.json; evaluated: test
+    data: real tables /data/travelplanner-db (fingerprint 3f9c...), flights generated (seed 0);
+          queries osunlp/TravelPlanner, validation re-split by seed 0; evaluated: validation:re-split:test
+
+The keys, every one always present (``None`` where it does not apply):
+
+* ``database`` -- ``generated sandbox`` (built from ``seed``), ``real tables`` (``env.travel.database_dir``)
+  or ``reference_information`` (sole-planning: each query's own rows);
+* ``seed`` -- the config's ``env.travel.seed`` (the sandbox, generated flights and queries, re-splits);
+* ``path`` -- the real tables' folder, resolved; ``fingerprint`` -- their digest
+  (:func:`envs.travel.real_sandbox.fingerprint`: the table files, the flights, as a real split file records it);
+* ``flights`` -- ``generated (seed N)``, ``generated with the sandbox`` or the official file;
+* ``queries`` -- where the queries come from (generated, the hub dataset id or local copy);
+* ``split`` -- how they are split (the persisted file, or the hub split re-split by seed);
+* ``evaluated`` -- the split names the table's queries were taken from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from envs.travel.config import GENERATED, TravelEnvConfig
+from envs.travel.factory import HUB_MODE
+from envs.travel.index import SandboxIndex
+from envs.travel.real_sandbox import fingerprint, real_index, real_queries
+from envs.travel.reference_info import SOLE_PLANNING
+from envs.travel.sandbox import DATABASE_FILES
+
+
+def _flights(index: SandboxIndex) -> str:
+    meta = index.db.meta
+    if meta.get("flights") == "file":
+        return f"official file {DATABASE_FILES['flights']}"
+    return f"generated (seed {meta.get('flights_seed')})"
+
+
+def data_source(config: TravelEnvConfig, index: SandboxIndex | None = None,
+                evaluated: Sequence[str] = ()) -> dict[str, Any]:
+    """The data a result over ``config``'s env was computed on (module docstring); ``index``: the env's
+    sandbox index (its tables' folder and flights; else the process's cached one is read),
+    ``evaluated``: the split names the result's queries come from."""
+    seed = config.seed
+    out: dict[str, Any] = {"database": None, "seed": seed, "path": None, "fingerprint": None, "flights": None,
+                           "queries": None, "split": None, "evaluated": list(dict.fromkeys(evaluated))}
+    if config.database_dir is None:
+        return out | {"database": "generated sandbox", "flights": "generated with the sandbox",
+                      "queries": "generated with the sandbox", "split": f"envs/travel/splits/seed{seed}.json"}
+    if str(config.database_dir) == SOLE_PLANNING:
+        out |= {"database": SOLE_PLANNING, "flights": "the queries' reference information"}
+    else:
+        if index is None or "root" not in index.db.meta:
+            index = real_index(config.database_dir, config.flights, seed)
+        out |= {"database": "real tables", "path": str(Path(index.db.meta["root"]).resolve()),
+                "fingerprint": fingerprint(index), "flights": _flights(index)}
+    if config.queries_source == GENERATED:
+        where = real_queries(config.database_dir, config.flights, seed)[3]  # cached per process
+        return out | {"queries": f"generated over the tables (seed {seed})", "split": _relative(where)}
+    split = ("the hub's train / validation / test" if config.queries_split == HUB_MODE
+             else f"{config.queries_split} re-split by seed {seed}")
+    return out | {"queries": str(config.queries_source), "split": split}
+
+
+def _relative(where: str) -> str:
+    """A split file inside the checkout as ``envs/travel/splits/<name>``; anything else as it is."""
+    root = Path(__file__).resolve().parents[2]
+    path = Path(where)
+    return str(path.relative_to(root)) if path.is_absolute() and path.is_relative_to(root) else where
+
+
+def data_line(data: Mapping[str, Any]) -> str:
+    """:func:`data_source` as one line of markdown."""
+    if data["database"] == "generated sandbox":
+        db = f"generated sandbox (seed {data['seed']}), flights generated with it"
+        queries = f"queries generated with it, split {data['split']}"
+    else:
+        db = (f"real tables {data['path']} (fingerprint {data['fingerprint']}), flights {data['flights']}"
+              if data["database"] == "real tables" else f"{SOLE_PLANNING} rows of each query, no database")
+        queries = f"queries {data['queries']}, " + (f"split {data['split']}" if data["queries"].startswith("generated")
+                                                     else data["split"])
+    evaluated = f"; evaluated: {', '.join(data['evaluated'])}" if data["evaluated"] else ""
+    return f"data: {db}; {queries}{evaluated}"
