@@ -162,10 +162,12 @@ def _normalise(name: str) -> str:
 
 
 def off_pin(distributions: dict[str, str], pinned: dict[str, str]) -> list[str]:
-    """The pinned distributions a run had at another version (a local label like ``+cpu`` is no difference)."""
+    """The pinned distributions a run had at another version (a local label like ``+cpu`` is no difference;
+    one it did not have is no difference either: the pins cover every extra, ``[bench]``'s xgrammar too,
+    and an install without an extra runs the main job alike)."""
     have = {_normalise(k): v for k, v in distributions.items()}
-    return [f"{name} {have.get(name, 'missing')} (pinned {v})" for name, v in pinned.items()
-            if have.get(name, "missing").split("+")[0] != v]
+    return [f"{name} {have[name]} (pinned {v})" for name, v in pinned.items()
+            if name in have and have[name].split("+")[0] != v]
 
 
 def versions_line(env: dict | None) -> str:

@@ -162,6 +162,20 @@ def render_flows_table(folder: Path) -> tuple[list[Path], dict, list[str]]:
     return [path], {}, lines
 
 
+def render_travel_real(folder: Path) -> tuple[list[Path], dict, list[str]]:
+    """``benchmarks/travel_real_table.py``'s ``table.json``: per run and mean ± std over seeds."""
+    path = folder / "table.json"
+    data = _load(path)
+    cols = [c for c in data["rows"][0] if c not in ("method", "run")]
+    lines = ["| run | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    lines += [f"| {r['method']} | " + " | ".join(f"{r[c]:.4f}" for c in cols) + " |" for r in data["rows"]]
+    d = data.get("data") or {}
+    lines += ["", f"Data (every run the same): {d.get('database')} at `{d.get('path')}` (fingerprint "
+                  f"{d.get('fingerprint')}), flights {d.get('flights')}, queries {d.get('queries')}, split "
+                  f"{d.get('split')}; evaluated: {d.get('evaluated')}. Runs: {', '.join(data.get('runs', []))}."]
+    return [path], {}, lines
+
+
 def _env_versions(env: dict) -> str:
     pkgs = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items() if v)
     return f"python {env.get('python')}, torch {env.get('torch')}, {pkgs}"
@@ -285,6 +299,13 @@ PAGES = (
          "`travel-react-smollm2.yaml`, `travel-mtp-smollm2-rl.yaml` and the embedded rows (commands in the "
          "script) on 4 evenly spaced 3-day test queries.",
          discussion="../flows.md"),
+    Page("travel-real", "TravelPlanner's real tables: flat planner and MTP (embedded planner)",
+         RESULTS / "travel-real", render_travel_real,
+         "`python benchmarks/travel_real_table.py <runs> --out benchmarks/results/travel-real` over the runs of "
+         "`configs/travel-flat-real.yaml` and `configs/travel-mtp-real.yaml` (seeds 0-2; commands in the script): "
+         "the 72 test queries generated over the real tables, generated flights. Sandbox numbers: structured "
+         "query fields, a grammar over a sample of the options (flat), hand-written repair rules (MTP).",
+         discussion="../envs/travelplanner-benchmark.md"),
     Page("gpu-check-h200", "GPU check on one H200", RESULTS / "gpu_check_h200.json", render_gpu_check,
          "`python3 benchmarks/gpu_check.py --out gpu_check.json`: the code paths only a GPU exercises. Steps of "
          "8 tasks × 8 plans; the median is over the RLTF steps (GRPO: its steps), the first step apart.",
