@@ -43,6 +43,7 @@ class TokenDFA:
     indptr: np.ndarray = field(init=False, repr=False)
     edge_token: np.ndarray = field(init=False, repr=False)
     edge_next: np.ndarray = field(init=False, repr=False)
+    width: int = field(init=False, repr=False)  # the most slots of a state (D)
 
     def __post_init__(self) -> None:
         self.slot_of = []
@@ -59,14 +60,11 @@ class TokenDFA:
         self.indptr = np.concatenate([[0], np.cumsum(counts)])
         self.edge_token = np.asarray(tokens, dtype=np.int64)
         self.edge_next = np.asarray(nexts, dtype=np.int64)
+        self.width = max(1, int(counts.max(initial=0)))
 
     @property
     def num_states(self) -> int:
         return len(self.transitions)
-
-    @property
-    def width(self) -> int:
-        return max(1, int(np.diff(self.indptr).max(initial=0)))
 
     def _dense(self, values: np.ndarray, fill, dtype) -> np.ndarray:
         """``[num_states, width]``: slot j of state s holds its j-th edge's value, ``fill`` beyond."""

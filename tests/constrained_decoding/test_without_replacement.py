@@ -27,6 +27,7 @@ from envs.openagi.grammar import plan_grammars
 from envs.openagi.plans import PlanLimits, enumerate_plans
 from envs.openagi.registry import IMAGE, TEXT
 from rltf.algorithms.unordered_set import unordered_set_weights
+from tests.rl.test_unordered_set import set_probability
 from tests.tiny_models import bpe_tokenizer, small_registry, tiny_llama, tiny_t5, unigram_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -65,17 +66,6 @@ def draws(model, tok, g, sig, k: int, n: int, temperature: float = 1.0, kind_see
     for seed in range(kind_seed, kind_seed + n // 250):
         out += sample_distinct_plans(model, tok, [PROMPTS[sig]] * 250, [g] * 250, k, temperature, seed=seed)
     return out
-
-
-def set_probability(p, s) -> float:
-    total = 0.0
-    for order in itertools.permutations(s):
-        prob, left = 1.0, 1.0
-        for i in order:
-            prob *= p[i] / left
-            left -= p[i]
-        total += prob
-    return total
 
 
 @pytest.mark.parametrize("kind", ["llama", "t5"])

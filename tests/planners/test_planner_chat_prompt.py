@@ -19,22 +19,10 @@ from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.prompts import PLAN_SEPARATOR, Conversation, encode_prompts
 from constrained_decoding.runner import PlannerRunner
 from rltf.planners.planner import Planner
+from tests.planners.test_llm_prompts import chat_tokenizer
 from tests.tiny_models import bpe_tokenizer, tiny_llama, tiny_t5
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}"
-          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
-
-
-def chat_tokenizer():
-    """A copy of the tiny BPE tokenizer (the shared one stays plain) given a ChatML template."""
-    tok = copy.deepcopy(bpe_tokenizer())
-    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
-    tok.eos_token = "<|im_end|>"
-    tok.chat_template = CHATML
-    return tok
-
 
 @pytest.fixture(scope="module")
 def env():
