@@ -7,9 +7,12 @@ Per grammar: CPU seconds of one call (the median of ``--repeats``; ``time.proces
 cores count what this process used), the ratio to the with-replacement sampler measured in the same
 run, and counts that do not depend on load: decoder passes (``PlannerRunner.step`` calls: decoding
 steps) and rows joined by prefill (``PlannerRunner.add_rows`` calls), plus the distinct plans each
-drew. The embedded default planner (untrained: the numbers are the decoder's, not a policy's) on
-OpenAGI's lite tasks (a linear and a two-input task) and on travel queries of 3, 5 and 7 days (a
-branching grammar with 17-39 rows, searched row after row by stochastic beam search).
+drew; then stochastic beam search again with every join re-stacking the running cache
+(``PlannerRunner(slot_cache=False)``, the path before the slot cache; ``(other plans)`` marks a grammar
+whose draws differ, none expected) and the slot path's CPU over it. The embedded default planner
+(untrained: the numbers are the decoder's, not a policy's) on OpenAGI's lite tasks (a linear and a
+two-input task) and on travel queries of 3, 5 and 7 days (a branching grammar with 17-39 rows,
+searched row after row by stochastic beam search).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
+from benchmarks.decoding_growth import runner_path  # noqa: E402
 from benchmarks.decoding_travel import build_embedded, travel_queries, travel_tokenizer_texts  # noqa: E402
 from constrained_decoding.decode import sample_plans  # noqa: E402
 from constrained_decoding.runner import PlannerRunner  # noqa: E402
@@ -71,11 +75,16 @@ def measure(fn, repeats: int) -> tuple[float, Counts, object]:
 def row(name: str, k: int, model, tok, prompts, grammars, repeats: int) -> None:
     base_t, base_c, base = measure(lambda: sample_plans(model, tok, prompts, grammars, k, seed=0), repeats)
     swor_t, swor_c, swor = measure(lambda: sample_distinct_plans(model, tok, prompts, grammars, k, seed=0), repeats)
+    with runner_path(False):
+        restack_t, _, restacked = measure(lambda: sample_distinct_plans(model, tok, prompts, grammars, k, seed=0),
+                                          repeats)
+    same = [[p.rows for p in d.plans] for d in restacked] == [[p.rows for p in d.plans] for d in swor]
     distinct_base = statistics.mean(len({d.text for d in ds}) for ds in base)
     distinct_swor = statistics.mean(len(d.plans) for d in swor)
     print(f"| {name} | {len(prompts)} x {k} | {base_t:.3f} | {swor_t:.3f} | {swor_t / base_t:.1f}x | "
           f"{base_c.steps} / {swor_c.steps} | {base_c.joins} / {swor_c.joins} | "
-          f"{distinct_base:.1f} / {distinct_swor:.1f} |")
+          f"{distinct_base:.1f} / {distinct_swor:.1f} | {restack_t:.3f} | {swor_t / restack_t:.2f}"
+          f"{'' if same else ' (other plans)'} |")
 
 
 def main(argv=None) -> None:
@@ -92,8 +101,8 @@ def main(argv=None) -> None:
     print(f"K = {args.k} plans per prompt; CPU seconds per call (median of {repeats}); torch threads "
           f"{torch.get_num_threads()}\n")
     print("| grammar | prompts x K | with replacement (s) | distinct (s) | ratio | decoder passes | row joins | "
-          "distinct plans per prompt |")
-    print("|---|---|---|---|---|---|---|---|")
+          "distinct plans per prompt | distinct, re-stacking joins (s) | slot / re-stacking |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     openagi = OpenAGIEnv(split="all")
     for label, linear in (("OpenAGI linear", True), ("OpenAGI two inputs", False)):
         tasks = [t for t in openagi.tasks() if t.is_linear == linear][:n]

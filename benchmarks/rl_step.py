@@ -51,6 +51,14 @@ the same run:
   is the lower): a reward both can reach, which rltf's valid-only start may already meet;
   ``--target-from higher``: the higher start, which both must learn to pass.
 
+``--reward-workers N`` (default 2; 0: not measured) adds, above the headline, the wall and CPU seconds of an
+rltf step (median over ``--repeats`` after ``--warmup``) with the reward executed in the learner
+(``rltf.reward_workers=0``) and by N worker processes while the learner scores the plans
+(:mod:`rltf.rl.reward_workers`), each from a copy of the same warm-started planner and its own env: ``rltf step with
+the reward in the learner: <s> wall, <s> CPU; with N reward workers: <s> wall, <s> CPU (learner <s> + workers <s>);
+wall ratio <r>; <c> usable cores``. CPU is the learner's ``process_time`` plus the workers' own; on cores
+shared with other jobs the wall is the noisier figure.
+
 ``--planner smollm2`` measures instead what reading each prompt once saves on a real LLM:
 CPU seconds per sampled and scored plan on SmolLM2-135M-Instruct with LoRA, each prompt read
 once per call (``share_prompt``) against once per row (:mod:`benchmarks.prompt_sharing`; the last
@@ -85,6 +93,7 @@ from constrained_decoding.prompts import format_prompt  # noqa: E402
 from rltf.comparison.grpo import make_grpo_trainer, text_finetune  # noqa: E402
 from rltf.config.loading import load_config  # noqa: E402
 from rltf.planners.embedded import build_embedded_planner  # noqa: E402
+from rltf.rl import reward_workers  # noqa: E402
 from rltf.rl.sft import supervised_finetune  # noqa: E402
 
 PHASES = ("generation", "reward", "update")
@@ -193,6 +202,7 @@ def run(args) -> dict:
 
 def _measure(args, tmp: Path):
     cfg, rl, grpo, reward, clock = build(args, tmp)
+    start = copy.deepcopy(rl.planner)  # (the reward-workers line trains copies of the same warm start)
     prompt_of = {t.id: format_prompt(t.description, False) for t in rl.env.tasks()}
     times: dict[str, list[dict]] = {"rltf": [], "grpo": []}
     plans: dict[str, list[float]] = {"rltf": [], "grpo": []}  # every step's mean train reward
@@ -214,7 +224,34 @@ def _measure(args, tmp: Path):
         plans["grpo"].append(float(sum(reward.calls[-1].rewards) / len(reward.calls[-1].rewards)))
     valid = sum(sum(c.valid) for c in reward.calls) / sum(len(c.valid) for c in reward.calls)
     lengths = grpo._metrics["train"].get("completions/mean_length", [])
-    return times, plans, valid, lengths, cpu, executed
+    workers = workers_wall(args, cfg, start) if args.reward_workers else None
+    return times, plans, valid, lengths, cpu, executed, workers
+
+
+def workers_wall(args, cfg, start) -> dict[int, dict[str, float]]:
+    """Per pool size (0 and ``--reward-workers``): the median wall, learner CPU and workers' CPU
+    seconds of an rltf step, each size training its own copy of ``start`` on its own env."""
+    out = {}
+    for n in (0, args.reward_workers):
+        c = copy.deepcopy(cfg)
+        c.rltf.reward_workers = n
+        env, _ = envs.make_train_and_held_out(c.env)
+        trainer = rltf_trainer.RLTFTrainer(c, copy.deepcopy(start), env, Accelerator(cpu=True))
+        steps = []
+        try:
+            for r in range(args.warmup + args.repeats):
+                w0, c0 = time.perf_counter(), time.process_time()
+                k0 = sum(trainer._pool.cpu_s) if trainer._pool is not None else 0.0
+                trainer.train_step()
+                k1 = sum(trainer._pool.cpu_s) if trainer._pool is not None else 0.0
+                if r >= args.warmup:
+                    steps.append({"wall": time.perf_counter() - w0, "learner": time.process_time() - c0,
+                                  "workers": k1 - k0})
+        finally:
+            trainer.close()
+        out[n] = {k: statistics.median(s[k] for s in steps) for k in ("wall", "learner", "workers")}
+        out[n]["cpu"] = out[n]["learner"] + out[n]["workers"]
+    return out
 
 
 def time_to_reward(rewards: list[float], cpu: list[float], target: float, window: int) -> tuple[int, float] | None:
@@ -240,7 +277,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _report(args, times, plans, valid, lengths, cpu, executed) -> dict:
+def _report(args, times, plans, valid, lengths, cpu, executed, workers) -> dict:
     med = {m: {p: statistics.median(x[p] for x in ts) for p in (*PHASES, "total", "cpu")} for m, ts in times.items()}
     n = args.tasks * args.k
     print(f"one RL step, {args.tasks} prompts x {args.k} completions = {n} plans; embedded causal planner "
@@ -278,6 +315,12 @@ def _report(args, times, plans, valid, lengths, cpu, executed) -> dict:
     print(f"train reward target {target:.3f} ({how}; mean of the last {args.window} steps; starts: rltf "
           f"{starts['rltf']:.3f}, grpo {starts['grpo']:.3f}; last: rltf {plans['rltf'][-1]:.3f}, grpo "
           f"{plans['grpo'][-1]:.3f}): rltf {said['rltf']}; grpo {said['grpo']}")
+    if workers:
+        one, many = workers[0], workers[args.reward_workers]
+        print(f"rltf step with the reward in the learner: {one['wall']:.3f} s wall, {one['cpu']:.3f} s CPU; with "
+              f"{args.reward_workers} reward workers: {many['wall']:.3f} s wall, {many['cpu']:.3f} s CPU (learner "
+              f"{many['learner']:.3f} + workers {many['workers']:.3f}); wall ratio {many['wall'] / one['wall']:.2f}; "
+              f"{reward_workers.usable_cores()} usable cores")
     # the headline, in the units of the work done: CPU per valid plan executed, CPU to the target
     per_valid = {m: sum(x["cpu"] for x in times[m]) / counts[m] if counts[m] else None for m in times}
     valid_ratio = _ratio(per_valid["rltf"], per_valid["grpo"])
@@ -299,7 +342,7 @@ def _report(args, times, plans, valid, lengths, cpu, executed) -> dict:
     return {"median": med, "ratio": ratio, "valid": valid, "cpu_ratio": cpu_ratio, "per_valid_plan_ratio": valid_ratio,
             "cpu_per_valid_plan": per_valid, "valid_executed": counts, "valid_per_step": per_step,
             "reward_share": share, "target": target, "reached": reached, "cpu_to_reward": to_cpu,
-            "to_reward_ratio": to_reward, "rewards": plans, "steps": steps}
+            "to_reward_ratio": to_reward, "rewards": plans, "steps": steps, "reward_workers": workers}
 
 
 def _fmt(x: float | None) -> str:
@@ -326,6 +369,9 @@ def main(argv: list[str] | None = None) -> dict:
                          "(a reward both can reach) or the higher (one neither has at the start)")
     ap.add_argument("--target", type=float, default=None, help="the fixed train reward itself (overrides --gain)")
     ap.add_argument("--window", type=int, default=3, help="steps the train reward is averaged over")
+    ap.add_argument("--reward-workers", type=int, default=2,
+                    help="also time an rltf step with the reward in the learner and with this many reward workers "
+                         "(rltf.reward_workers; 0: not measured)")
     ap.add_argument("--warm-start", choices=("text", "constrained", "none"), default="text")
     ap.add_argument("--sft-epochs", type=int, default=20)
     ap.add_argument("--planner", choices=("embedded", "smollm2"), default="embedded",

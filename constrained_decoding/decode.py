@@ -84,14 +84,20 @@ def check_grammars(grammars: Sequence[object], n_prompts: int) -> list[Grammar]:
 
 @contextlib.contextmanager
 def decoding_mode(model: nn.Module) -> Iterator[None]:
-    """No autograd and no dropout while decoding; the model's train/eval mode is restored after."""
+    """No autograd and no dropout while decoding; the model's train/eval mode is restored after.
+
+    A model already in eval mode (planners are built in it and stay there) is left alone: no
+    ``eval()`` / ``train()`` walks over its module tree per call (hundreds of modules with LoRA).
+    Only the root's flag is read: put a model in eval mode with ``model.eval()``, not module by module."""
     was_training = model.training
-    model.eval()
+    if was_training:
+        model.eval()
     try:
         with torch.inference_mode():
             yield
     finally:
-        model.train(was_training)
+        if was_training:
+            model.train(True)
 
 
 @contextlib.contextmanager

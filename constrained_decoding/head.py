@@ -74,7 +74,8 @@ class OutputHead:
         device = self.weight.device
         ids = (torch.arange(2, 8, device=device) % self.weight.shape[0]).unsqueeze(0)
         was_training = model.training
-        model.eval()
+        if was_training:
+            model.eval()
         try:
             with torch.no_grad():
                 if encoder_decoder:
@@ -92,5 +93,6 @@ class OutputHead:
         except (AttributeError, TypeError, RuntimeError):  # an architecture this shortcut does not know
             ok = False
         finally:
-            model.train(was_training)
+            if was_training:
+                model.train(True)
         return ok

@@ -3,7 +3,9 @@
 :class:`RowBatch` is what :class:`constrained_decoding.runner.PlannerRunner` keeps between decoder
 passes; it knows nothing of the model's forward, only how rows are kept, reordered, forked and
 joined (left-padded onto one time axis). :class:`RowFork` is a copy of one row's cache that a
-later row continuing its tokens starts from.
+later row continuing its tokens starts from. A join copies every running row (re-stacking); a batch
+joined more than a couple of times moves into preallocated slots instead
+(:class:`constrained_decoding.slot_rows.SlotBatch`, same interface).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class RowBatch:
     pos: torch.Tensor | None = None
     enc: torch.Tensor | None = None
     enc_mask: torch.Tensor | None = None
+    joins: int = 0  # how many times rows joined this batch (PlannerRunner.add_rows)
 
     @property
     def encoder_decoder(self) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["RowDraws", "categorical"]
+__all__ = ["RowDraws", "categorical", "multinomial_one"]
 
 CHUNK = 32
 """Uniforms read from a row's generator at a time (fixed: the k-th draw of a row never depends on batching)."""
@@ -78,3 +78,13 @@ def categorical(logp: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     width = p.shape[-1]
     last = (width - 1) - (p > 0).flip(-1).to(torch.int8).argmax(-1)  # rounding can put u past the last mass
     return torch.minimum(slot, last).unsqueeze(-1)
+
+
+def multinomial_one(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """``torch.multinomial(p, 1, generator=generator)`` for ``[rows, D]`` probabilities, the same draws
+    bit for bit, without its check of ``p`` that reads the device on the host (a sync per call on
+    a GPU): what ``torch.multinomial`` computes for one sample per row (one exponential per entry
+    from ``generator``, the argmax of ``p / e``), the check left out. ``p``: finite, >= 0, each row
+    with some mass (the constrained log-probabilities' ``exp``, which holds that)."""
+    e = torch.empty_like(p).exponential_(1, generator=generator)
+    return (p / e).argmax(-1, keepdim=True)

@@ -24,11 +24,19 @@ from constrained_decoding.gathered_rows import GatheredRows, gathered_rows
 from constrained_decoding.head import HeadMode, OutputHead
 from constrained_decoding.kv_rows import RowBatch, RowFork
 from constrained_decoding.prompts import encode_prompts
+from constrained_decoding.slot_rows import SlotBatch
 
 if TYPE_CHECKING:
     from constrained_decoding.tables import StateTables
 
 __all__ = ["PlannerRunner", "RowFork", "unwrap_model"]
+
+RESTACKED_JOINS = 4
+"""Joins a batch takes by re-stacking before it moves into slots (``slot_cache``): moving costs about
+one re-stacking plus the buffers' first writes, which a batch joined a few times does not earn back
+(beam search: the branch rows of each prompt join when its root search ends, 3 joins for the
+decoding benchmark's travel queries: 1.12x the re-stacking CPU with slots from the third); stochastic
+beam search joins 29-74 times per call (0.6-0.8x the re-stacking CPU, benchmarks/distinct_sampling.py)."""
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -69,7 +77,7 @@ class PlannerRunner:
 
     def __init__(self, model: nn.Module, tokenizer, prompts: Sequence[str], *, pad_id: int,
                  through_forward: bool = False, head: HeadMode = "auto", share_prompt: bool = True,
-                 encoder_memo: EncoderMemo | None = None):
+                 encoder_memo: EncoderMemo | None = None, slot_cache: bool = True):
         """``through_forward``: :meth:`teacher_force` calls ``model``'s own ``forward`` (the PEFT /
         FSDP wrapper's, full-vocabulary logits) and never a sub-module — what an FSDP-sharded model
         needs for its hooks; no encoder pass or head probe happens here then. ``head``: the
@@ -78,7 +86,11 @@ class PlannerRunner:
         one causal prefix whose cache its rows copy — however many rows read it; ``False`` reads
         the prompt in every row (the reference the tests compare with). ``encoder_memo``
         (encoder-decoder models, not ``through_forward``): the encoder states come from it (each
-        distinct prompt read once per memo, with gradients; decoding takes them detached)."""
+        distinct prompt read once per memo, with gradients; decoding takes them detached).
+        ``slot_cache``: rows that join a running batch (after its first :data:`RESTACKED_JOINS`
+        joins) go into its slots (:class:`constrained_decoding.slot_rows.SlotBatch`: the running rows
+        are not copied); ``False`` re-stacks the whole running cache at every join (the reference the
+        tests compare with)."""
         self.model = unwrap_model(model)
         self.outer = model
         self.through_forward = through_forward
@@ -96,6 +108,7 @@ class PlannerRunner:
         self.restricted = self.head.restricted
         self.prompt_ids = encode_prompts(tokenizer, prompts, self.encoder_decoder)
         self.share_prompt = share_prompt
+        self.slot_cache = slot_cache
         # per prompt, the first prompt with the same token ids (itself when not sharing)
         first: dict[tuple[int, ...], int] = {}
         self.canonical = [first.setdefault(tuple(ids), i) if share_prompt else i
@@ -119,7 +132,7 @@ class PlannerRunner:
             self.enc_hidden, self.enc_mask = hidden, mask
         self._prefix: SharedPrefix | None = None  # causal teacher forcing: the distinct prompts' cache (made once)
         self.gathered: GatheredRows | None = None  # teacher forcing: the token rows a scoring call reads (gather_rows)
-        self.batch: RowBatch | None = None  # the running rows (see start / add_rows / step / select)
+        self.batch: RowBatch | SlotBatch | None = None  # the running rows (see start / add_rows / step / select)
 
     def allowed_logits(self, feats: torch.Tensor, tables: StateTables, state: torch.Tensor) -> torch.Tensor:
         """Logits (float32) ``[..., D]`` of the tokens grammar states ``state[...]`` allow (see :class:`OutputHead`)."""
@@ -183,7 +196,9 @@ class PlannerRunner:
         ``copies``: row ``r`` of the joining rows is prefilled row ``copies[r]`` (identical rows
         prefilled once). ``forks``: per row, ``(fork, shared)`` where the fork holds the row's context
         then (at least) the first ``shared`` tokens of its prefix (a finished row the new row
-        continues), or None: such a row starts from a copy of the fork and prefills only the rest."""
+        continues), or None: such a row starts from a copy of the fork and prefills only the rest.
+        With ``slot_cache``, after :data:`RESTACKED_JOINS` such joins the running batch becomes a
+        :class:`SlotBatch` and new rows are copied into its free slots instead."""
         old = self.batch if self.batch is not None and self.batch.rows else None
         keep = self._fork_plan(prefixes, forks)
         fresh = [i for i, k in enumerate(keep) if k == 0]
@@ -208,7 +223,11 @@ class PlannerRunner:
             self.select(where)
             feats = feats.index_select(0, where)
         if old is not None:
-            self.batch.prepend(old)  # type: ignore[union-attr]
+            if self.slot_cache and (isinstance(old, SlotBatch) or old.joins >= RESTACKED_JOINS):
+                self.batch = SlotBatch.joined(old, self.batch)  # type: ignore[arg-type]
+            else:
+                self.batch.prepend(old)  # type: ignore[union-attr,arg-type]
+                self.batch.joins = old.joins + 1  # type: ignore[union-attr]
         return feats
 
     @staticmethod
@@ -245,14 +264,20 @@ class PlannerRunner:
         ids = tokens.to(self.device).unsqueeze(1)
         return self._dec(ids) if self.encoder_decoder else self._causal(ids)
 
-    def select(self, rows: torch.Tensor, same_prompt: bool = False) -> None:
+    def select(self, rows: torch.Tensor, same_prompt: bool = False, host_rows: Sequence[int] | None = None) -> None:
         """Keep (and reorder or repeat) rows: beam search's reordering, or dropping finished rows.
 
         ``same_prompt``: every row is replaced by a row of the same prompt (beams of one group), so
-        an encoder-decoder's cross-attention cache and encoder states need no reordering."""
-        self._running().select(rows.to(self.device), same_prompt)
+        an encoder-decoder's cross-attention cache and encoder states need no reordering.
+        ``host_rows``: ``rows`` as the caller knows them on the host, if it does (a slot batch keeps
+        its row -> slot map on the host and would otherwise read ``rows`` from the device)."""
+        b = self._running()
+        if isinstance(b, SlotBatch):
+            b.select(rows.to(self.device), same_prompt, host_rows)
+        else:
+            b.select(rows.to(self.device), same_prompt)
 
-    def _running(self) -> RowBatch:
+    def _running(self) -> RowBatch | SlotBatch:
         if self.batch is None:
             raise RuntimeError("no rows are running: call start() first")
         return self.batch
@@ -266,6 +291,13 @@ class PlannerRunner:
 
     def _dec(self, ids: torch.Tensor) -> torch.Tensor:
         b = self._running()
+        if isinstance(b, SlotBatch):  # the forward runs over slots
+            out = self._dec_rows(b, b.inputs(ids))
+            b.commit(ids.shape[1])
+            return b.outputs(out)
+        return self._dec_rows(b, ids)
+
+    def _dec_rows(self, b: RowBatch | SlotBatch, ids: torch.Tensor) -> torch.Tensor:
         if self.restricted:
             decoder = self.model.get_decoder()
             out = decoder(
@@ -281,6 +313,13 @@ class PlannerRunner:
 
     def _causal(self, ids: torch.Tensor) -> torch.Tensor:
         b = self._running()
+        if isinstance(b, SlotBatch):
+            out = self._causal_rows(b, b.inputs(ids))
+            b.commit(ids.shape[1])
+            return b.outputs(out)
+        return self._causal_rows(b, ids)
+
+    def _causal_rows(self, b: RowBatch | SlotBatch, ids: torch.Tensor) -> torch.Tensor:
         kw = dict(input_ids=ids, attention_mask=b.mask, position_ids=b.pos)
         if self.restricted:
             body = self.model.base_model

@@ -26,10 +26,11 @@ from collections.abc import Callable, Sequence
 import torch
 
 from common.errors import UserError
+from constrained_decoding.finish_bounds import table_bounds
 from constrained_decoding.kv_rows import RowFork
 from constrained_decoding.masking import decoding_logprobs
 from constrained_decoding.protocol import Grammar
-from constrained_decoding.row_draws import RowDraws, categorical
+from constrained_decoding.row_draws import RowDraws, categorical, multinomial_one
 from constrained_decoding.runner import PlannerRunner
 from constrained_decoding.tables import StateTables
 
@@ -130,7 +131,8 @@ def open_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[i
     state = torch.as_tensor(uniq_state, dtype=torch.long, device=dev)
     expand = None
     if len(first) < len(keys):
-        expand = torch.as_tensor([first[k] for k in keys], dtype=torch.long, device=dev)
+        expand_host = [first[k] for k in keys]
+        expand = torch.as_tensor(expand_host, dtype=torch.long, device=dev)
         state = state.index_select(0, expand)
     prompts = torch.as_tensor(uniq_prompt, dtype=torch.long)
     if join:
@@ -138,7 +140,7 @@ def open_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[i
     else:
         feats = runner.start(prompts, uniq_pre)
         if expand is not None:
-            runner.select(expand)
+            runner.select(expand, host_rows=expand_host)
             feats = feats.index_select(0, expand.to(feats.device))
     prefixes = [uniq_pre[first[k]] for k in keys]
     return prefixes, state, feats
@@ -173,70 +175,99 @@ class Waiting:
         return items
 
 
+def _start_states(tables: StateTables, starts: Sequence[RowStart]) -> list[int]:
+    """The stacked state each row decodes from (after its forced prefix), on the host."""
+    memo: dict[tuple[int, int], int] = {}
+    out = []
+    for g, s in starts:
+        key = (id(g), s)
+        if key not in memo:
+            memo[key] = g.dfa.forced_prefix(s)[1] + tables.offset[g]
+        out.append(memo[key])
+    return out
+
+
+def _first_read(states: Sequence[int], dist) -> int:
+    """Steps until rows starting in ``states`` may first finish (a row that starts finished: 1)."""
+    return min((max(int(dist[s]), 1) for s in states), default=1)
+
+
 def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int], starts: Sequence[RowStart],
                 temperature: float, generator: torch.Generator | None, spawn: SampleSpawn | None = None,
                 *, reuse_cache: bool = True,
                 draws: RowDraws | None = None) -> tuple[list[tuple[int, ...]], list[float]]:
     """One sample per row from the constrained distribution: token ids and log-probabilities.
 
-    Every step's choices are one ``torch.multinomial`` over the batch with ``generator``, or, with
-    ``draws`` (one key per row, in row order, spawned rows' keys added by ``spawn``), each row's
-    own uniform (:mod:`constrained_decoding.row_draws`): a row's sample then does not depend on the
-    other rows of the batch.
+    Every step's choices are one draw over the batch with ``generator`` (``torch.multinomial``'s,
+    bit for bit: :func:`~constrained_decoding.row_draws.multinomial_one`), or, with ``draws`` (one
+    key per row, in row order, spawned rows' keys added by ``spawn``), each row's own uniform
+    (:mod:`constrained_decoding.row_draws`): a row's sample then does not depend on the other rows
+    of the batch.
 
     ``spawn(finished)``, called with ``(row, tokens)`` of the rows that have just finished, returns
     new rows ``(prompt index, start)``: they join the running batch (see :class:`Waiting`) and are
     numbered after the rows so far, in spawn order; the result covers them too. Finished rows
-    leave the batch once they are a quarter of it (rows differ in length), or when rows join."""
+    leave the batch once they are a quarter of it (rows differ in length), or when rows join.
+
+    Host reads: tokens, states and finished flags stay on the device; they are read (one transfer)
+    only after a step at which some row may have finished: no running row can finish before
+    :func:`~constrained_decoding.finish_bounds.steps_to_final` of its state, so between reads the
+    host knows every finished flag already and decides joins, leaves and the end at the same
+    steps as reading every step (the same draws, bit for bit). Unusable logits are raised at the
+    next read, naming the step they occurred at."""
     rows, state, feats = open_rows(runner, tables, prompt_idx, starts)
     rows = [list(p) for p in rows]
     prompt_of = list(prompt_idx)  # per row
     dev = state.device
+    dist, final = table_bounds(tables)
     logp = torch.zeros(len(starts), device=dev)
     alive = torch.arange(len(starts), device=dev)  # the row each batch position holds
-    alive_rows = list(range(len(starts)))  # the same on the host (draws)
-    was_done = torch.zeros(len(starts), dtype=torch.bool, device=dev)  # (a row can start finished)
+    alive_rows = list(range(len(starts)))  # the same on the host
+    first = _start_states(tables, starts)
+    active = [not final[s] for s in first]  # per position: still decoding (no position changes between reads)
+    done = [False] * len(starts)  # per position, as of the last read (a row can start finished: read at step 1)
+    was_done = list(done)
+    due = _first_read(first, dist)  # the step after which the device is read next
+    pending: list[tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]] = []  # per unread step
     waiting = Waiting(lambda item: 1)
     step = 0
     while True:
         step += 1
         lp, idx, bad = slot_logprobs(runner, tables, feats, state, temperature)
         if draws is None:
-            slot = torch.multinomial(lp.exp(), 1, generator=generator)
+            slot = multinomial_one(lp.exp(), generator)
         else:
             slot = categorical(lp, draws.uniforms(alive_rows, device=dev))
         tok = idx.gather(1, slot).squeeze(1)
         logp.index_add_(0, alive, lp.gather(1, slot).squeeze(1))
-        active = ~tables.final[state]
-        # one transfer: how many rows had unusable logits, then the running rows and their tokens
-        got = torch.cat([bad.sum().view(1), alive[active], tok[active]]).tolist()
-        if got[0]:
-            raise nonfinite_logits_error(step, got[0])
-        n_active = (len(got) - 1) // 2
-        for r, t in zip(got[1 : 1 + n_active], got[1 + n_active :]):
-            rows[r].append(t)
         state = tables.next_state[state, slot.squeeze(1)]
-        done = tables.final[state]
-        if spawn is not None:
-            at = torch.nonzero(done & ~was_done).squeeze(1).tolist()
-            if at:
-                ended = alive[at].tolist()
+        pending.append((tok, bad.sum().view(1), [(i, alive_rows[i]) for i, a in enumerate(active) if a]))
+        if step >= due:  # some row may have finished: one transfer of the unread steps and the states
+            done, due = _read(pending, state, step, rows, final, dist)
+            pending = []
+            active = [not d for d in done]
+            at = [i for i, (d, w) in enumerate(zip(done, was_done)) if d and not w]
+            if spawn is not None and at:
+                ended = [alive_rows[i] for i in at]
                 new_rows = spawn([(r, tuple(rows[r])) for r in ended])
                 # a row's cache holds its tokens but the one just chosen
                 fin = [(b, prompt_of[r], rows[r][:-1]) for b, r in zip(at, ended)]
                 waiting.add(list(zip(new_rows, forks_for(runner, fin, new_rows, reuse_cache))))
-        n_done = int(done.sum())
+        n_done = sum(done)
         new = waiting.take(len(done) - n_done)
         if n_done == len(done) and not new:
             break
         if 4 * n_done >= len(done) or (new and n_done):  # (joining rows copies the batch anyway)
-            keep = torch.nonzero(~done).squeeze(1)
-            if draws is not None:
-                alive_rows = [alive_rows[i] for i in keep.tolist()]
-            runner.select(keep)
-            state, tok, alive, done = state[keep], tok[keep], alive[keep], done[keep]
-        was_done = done
-        feats = runner.step(tok) if len(alive) else None
+            kept = [i for i, d in enumerate(done) if not d]
+            # the running positions in order, found on the device (the host knows how many)
+            keep = torch.argsort(tables.final[state].to(torch.uint8), stable=True)[: len(kept)]
+            alive_rows = [alive_rows[i] for i in kept]
+            active = [active[i] for i in kept]
+            done = [False] * len(kept)
+            runner.select(keep, host_rows=kept)  # (the same rows, as the host knows them)
+            state, tok, alive = state[keep], tok[keep], alive[keep]
+        was_done = list(done)
+        feats = runner.step(tok) if alive_rows else None
         if new:
             pre, new_state, new_feats = open_rows(runner, tables, [p for (p, _), _ in new], [s for (_, s), _ in new],
                                               join=True, forks=[f for _, f in new])
@@ -246,6 +277,31 @@ def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence
             alive_rows += range(len(logp), len(rows))
             logp = torch.cat([logp, logp.new_zeros(len(new))])
             state = torch.cat([state, new_state])
-            was_done = torch.cat([was_done, was_done.new_zeros(len(new))])
+            joined = _start_states(tables, [s for (_, s), _ in new])
+            active += [not final[s] for s in joined]
+            done += [False] * len(new)
+            was_done += [False] * len(new)
+            due = min(due, step + _first_read(joined, dist))
             feats = new_feats if feats is None else torch.cat([feats, new_feats])
     return [tuple(r) for r in rows], logp.tolist()
+
+
+def _read(pending: list[tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]], state: torch.Tensor, step: int,
+          rows: list[list[int]], final, dist) -> tuple[list[bool], int]:
+    """Read the unread steps (``(tokens, bad count, (position, row) of the positions that were
+    running)`` each) and the states after ``step`` in one transfer: append the tokens to their
+    rows, raise at the first step with unusable logits; each position's finished flag and the
+    step after which to read next."""
+    k = len(pending)
+    got = torch.cat([*(b for _, b, _ in pending), *(t for t, _, _ in pending), state]).tolist()
+    for j, n in enumerate(got[:k]):
+        if n:
+            raise nonfinite_logits_error(step - k + 1 + j, n)
+    off = k
+    for tok, _, targets in pending:
+        for i, r in targets:
+            rows[r].append(got[off + i])
+        off += tok.shape[0]
+    now = got[off:]
+    done = [bool(final[s]) for s in now]
+    return done, step + min((int(dist[s]) for s, d in zip(now, done) if not d), default=1)

@@ -28,6 +28,10 @@ It prints the table and writes ``eval.md`` / ``eval.json`` beside the planner fo
 (pass ``run_name=...``). The last lines say where, and ``held-out overall: planner=… oracle=…``.
 ``eval.json`` also records the ``planner`` evaluated (and, for a run folder, its ``selection``).
 
+Each planner row shows its progress while it decodes: a bar ``eval <schema>`` counting the tasks,
+ticked after every ``eval.chunk_tasks`` of them (with ``logging.progress_bar=false`` or in a log
+file, plain lines such as ``eval finetuned:  50%|#####     | 8/16 ...``, at most one every 30 s).
+
 ``dry_run=true`` validates the config and prints what it would load and where it would write,
 loading, fetching (``smollm2`` on an empty cache) and writing nothing.
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["sample_owner", "split_reward_plans"]
+__all__ = ["cut_task", "drawn_samples", "sample_owner", "split_reward_plans"]
 
 
 def sample_owner(task_id: int, sample_index: int, processes: int) -> int:
@@ -46,13 +46,9 @@ def split_reward_plans(env, pairs: Sequence[tuple[Any, Any]], rng: np.random.Gen
     """:meth:`OpenAGIEnv.reward_plans` of this process's ``pairs`` with the execution shared by all
     ``processes`` (see the module docstring); every process calls it at the same time."""
     tasks = [env.get_task(t) for t, _ in pairs]
-    subsets: dict[int, list[int]] = {}  # task id -> the indices of the samples its plans are scored on
-    for task in tasks:
-        if task.id not in subsets:
-            index = {s.uid: i for i, s in enumerate(task.samples)}
-            subsets[task.id] = [index[s.uid] for s in env.samples_for(task, rng)]
+    subsets = drawn_samples(env, tasks, rng)  # task id -> the indices of the samples its plans are scored on
     # the plans checked (and formatted) here, on no sample: what an invalid plan's result is
-    checked = env.reward_plans([(_cut(task, []), plan) for task, (_, plan) in zip(tasks, pairs)])
+    checked = env.reward_plans([(cut_task(task, []), plan) for task, (_, plan) in zip(tasks, pairs)])
     mine = [(task.id, plan, subsets[task.id] if r.valid else []) for task, (_, plan), r in zip(tasks, pairs, checked)]
     # per call (the env shares work between a call's plans: repeats, shared prefixes; one subset per
     # task in a call): (process, index, samples here, the task cut to them, plan) of each plan
@@ -67,7 +63,7 @@ def split_reward_plans(env, pairs: Sequence[tuple[Any, Any]], rng: np.random.Gen
                 call = ({}, [])
                 calls.append(call)
             cuts, work = call
-            cut = cuts.setdefault(task_id, (own, _cut(env.get_task(task_id), own)))[1]
+            cut = cuts.setdefault(task_id, (own, cut_task(env.get_task(task_id), own)))[1]
             work.append((owner, j, own, cut, plan))
     scored = {}
     for _, work in calls:
@@ -92,7 +88,20 @@ def split_reward_plans(env, pairs: Sequence[tuple[Any, Any]], rng: np.random.Gen
     return results
 
 
-def _cut(task, indices: Sequence[int]):
+def drawn_samples(env, tasks: Sequence[Any], rng: np.random.Generator | None) -> dict[int, list[int]]:
+    """Task id -> the indices of the samples :meth:`OpenAGIEnv.reward_plans` scores the plans of
+    ``tasks`` (one entry per plan) on, drawn from ``rng`` as it draws them: one subset per task, in
+    the order the tasks first appear. The rewards of the plans on their tasks cut to these samples
+    (:func:`cut_task`; no draw then) are those of ``reward_plans`` with ``rng``."""
+    subsets: dict[int, list[int]] = {}
+    for task in tasks:
+        if task.id not in subsets:
+            index = {s.uid: i for i, s in enumerate(task.samples)}
+            subsets[task.id] = [index[s.uid] for s in env.samples_for(task, rng)]
+    return subsets
+
+
+def cut_task(task, indices: Sequence[int]):
     """``task`` holding only its samples ``indices`` (in that order): the env scores a plan on all of
     a task's samples when it has no more than ``samples_per_step``, without drawing."""
     return dataclasses.replace(task, samples=[task.samples[i] for i in indices])

@@ -226,6 +226,13 @@ class RltfSettings:
     """The planner RLTF hands on (the rltf row, the saved run): the last step's, or the one with the
     best periodic validation score (eval_every; step 0, the starting planner, included; ties: the
     earliest), whose checkpoint is kept. Without a validation score: the last."""
+    reward_workers: int = num(-1, ge=-1)
+    """Worker processes executing a step's plans (OpenAGI's lite experts) while the learner runs the
+    step's teacher-forced scoring forward, each for its own train tasks; the same rewards bit for bit
+    (rltf/rl/reward_workers.py). 0: in the learner, one plan batch after the other; -1: from the cores
+    (0 below 8 usable cores per process, else min(4, cores // 4)). Off with several processes (they
+    share the execution already), for other envs and for env.backend hf: an explicit count is refused.
+    Flat plans only (an agent flow, flow.enabled, executes in the learner)."""
 
 
 @dataclass
@@ -263,7 +270,9 @@ class GrpoSettings:
     every completion is a valid plan, while TRL's loss keeps the unconstrained log-probabilities of
     its own forward pass: what a TRL user gets from vLLM structured outputs. That is the biased
     ratio rltf avoids (plans drawn from the constrained policy, the gradient of the unconstrained
-    one's log-probability); RLTF samples from and differentiates the same constrained policy."""
+    one's log-probability); RLTF samples from and differentiates the same constrained policy. Travel
+    itineraries cannot be enumerated: their grammar is followed lazily, its rows as one sequence with a
+    separator token between them (rltf.comparison.lazy_grammar)."""
 
 
 EVAL_SPLITS = ("train", "validation", "test")
@@ -285,6 +294,12 @@ class EvalSettings:
     """The table's rows, the paper's learning schemas, any of: zero, few (the untrained planner's
     free text mapped onto a valid plan), finetuned, rltf (constrained beam search), reference (the
     suite's reference plans), oracle (the best plan by exhaustive search); shown in that order."""
+    chunk_tasks: int = num(16, ge=0)
+    """Tasks a planner's rows (zero, few, finetuned, rltf) decode together: one beam search (free text:
+    one generate batch) per chunk of this many tasks, and a progress tick after each (a bar, or plain
+    lines at most every 30 s with logging.progress_bar false). Smaller: progress more often; larger:
+    more rows decoded at once (a GPU). 0: all of a process's tasks at once. Chunks of other sizes can
+    move the beam search's log-probabilities in their last bits (rltf/evaluation/schemas.py)."""
     few_shot_k: int = num(3, ge=0)
     """Solved train tasks shown in each few-shot prompt (the few row), chosen by a permutation seeded
     with seed."""

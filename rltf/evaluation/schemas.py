@@ -41,6 +41,19 @@ tasks (:func:`bootstrap_interval`, seeded, so the same scores always give the sa
 
 Launched on several processes, every schema function is a collective: each process evaluates its
 share of the tasks (:func:`by_process`) and all of them get every task's result, in task order.
+
+A planner's schemas decode their share in chunks of ``chunk`` tasks (``eval.chunk_tasks``,
+:data:`CHUNK_TASKS`; 0: all at once), one beam search (free text: one ``generate`` batch) per chunk,
+and, given ``progress`` (``logging.progress_bar``), tick a bar ``eval <schema>`` after each
+(:func:`decode_in_chunks`): plain lines ``eval finetuned:  50%|#####     | 8/16 ...`` when the bar is
+off or stderr is not a terminal, at most every 30 s and, redrawn while a chunk decodes, at least
+every ~35 s: a long evaluation is never silent. The plans are then scored together, as before.
+The default chunk keeps free text's batches and the main job's (10 test, 8 validation tasks: one
+chunk). Other chunks move the beam search's log-probabilities in their last bits (padding and
+batch shape differ: up to 3e-5 nats measured), which changed no plan: the lite suite's 38 tasks,
+the main job's fine-tuned and RLTF planners, chunks of 1/5/7/16; SmolLM2-135M on 18, chunks of 1/5,
+and its zero / finetuned rows on them (chunks of 16 or 0: 0.1750 / 0.1675 both);
+tests/evaluation/test_evaluation_progress.py checks a tiny run.
 """
 
 from __future__ import annotations
@@ -57,6 +70,11 @@ from constrained_decoding.prompts import Conversation, encode_formatted, format_
 from envs.protocol import RLTFEnv as Env
 from envs.protocol import Task
 from rltf.run.distributed import gather_objects, launch_share
+from rltf.run.tracking import kept_alive, progress_bar
+
+CHUNK_TASKS = 16
+"""Tasks a planner's schema decodes together by default (``eval.chunk_tasks``): free text's batch
+(:func:`free_text`), so free text's batches are today's; a progress tick after each chunk."""
 
 FREE_TEXT_STOP = "\n\n"
 """Free text ends at its first blank line (the plain few-shot format separates examples by one; a
@@ -101,17 +119,49 @@ class SchemaResult:
         return float(np.mean(list(self.valid.values()))) if self.valid else None
 
 
+def decode_in_chunks(name: str, rows: Sequence[int], decode: Callable[[list[int]], list], *,
+                     chunk: int = CHUNK_TASKS, progress: bool | None = None) -> list:
+    """``decode(part)`` (one item per row of ``part``) over ``rows`` in chunks of ``chunk`` rows (0:
+    one chunk), concatenated in order. ``progress`` not None: a bar ``eval <name>`` counting the tasks
+    decoded (:func:`rltf.run.tracking.progress_bar`; ``progress`` is ``logging.progress_bar``: the bar
+    on a terminal, else plain lines), on the main process (the others decode their share silently),
+    redrawn while a chunk decodes (:func:`rltf.run.tracking.kept_alive`: a line at least every ~35 s)."""
+    if chunk < 0:
+        raise ValueError(f"chunk={chunk}: expected a number of tasks >= 0 (0: all at once)")
+    rows = list(rows)
+    size = chunk or max(1, len(rows))
+    out: list = []
+    if progress is None:
+        for start in range(0, len(rows), size):
+            out.extend(decode(rows[start : start + size]))
+        return out
+    with progress_bar(total=len(rows), desc=f"eval {name}", enabled=progress, main=launch_share()[0] == 0,
+                      unit="task", mininterval=0) as bar, kept_alive(bar):
+        for start in range(0, len(rows), size):
+            part = rows[start : start + size]
+            out.extend(decode(part))
+            bar.update(len(part))
+    return out
+
+
 def constrained_schema(name: str, planner, env: Env, tasks: Sequence[Task], num_beams: int,
-                       prompts: Sequence[str | Conversation] | None = None) -> SchemaResult:
+                       prompts: Sequence[str | Conversation] | None = None, *, chunk: int = CHUNK_TASKS,
+                       progress: bool | None = None) -> SchemaResult:
     """Best plan of a constrained beam search per task, scored on all of the task's samples.
-    ``prompts`` (one per task) default to the task descriptions: the prompt SFT and RLTF train on."""
+    ``prompts`` (one per task) default to the task descriptions: the prompt SFT and RLTF train on.
+    ``chunk`` / ``progress``: one beam search per chunk of tasks, a tick after each
+    (:func:`decode_in_chunks`)."""
     prompts = [t.description for t in tasks] if prompts is None else list(prompts)
 
+    def best(part: list[int]) -> list:
+        found = beam_search_plans(planner.model, planner.tokenizer, [prompts[i] for i in part],
+                                  [env.grammar(planner.tokenizer, tasks[i]) for i in part], num_beams=num_beams,
+                                  num_return=1)
+        return [b[0].plan for b in found]
+
     def share(rows: list[int]) -> SchemaResult:
-        mine = [tasks[i] for i in rows]
-        best = beam_search_plans(planner.model, planner.tokenizer, [prompts[i] for i in rows],
-                                 [env.grammar(planner.tokenizer, t) for t in mine], num_beams=num_beams, num_return=1)
-        return _schema_result(name, env, mine, [b[0].plan for b in best])
+        plans = decode_in_chunks(name, rows, best, chunk=chunk, progress=progress)
+        return _schema_result(name, env, [tasks[i] for i in rows], plans)
 
     return by_process(name, tasks, share)
 
@@ -164,13 +214,20 @@ def free_text(planner, prompts: Sequence[str], max_new_tokens: int = 64, batch_s
 
 
 def free_form_schema(name: str, planner, env: Env, tasks: Sequence[Task], examples: Sequence[Task],
-                     max_new_tokens: int = 64) -> SchemaResult:
+                     max_new_tokens: int = 64, *, chunk: int = CHUNK_TASKS,
+                     progress: bool | None = None) -> SchemaResult:
     """OpenAGI's zero- / few-shot schema: the planner's free text from :func:`task_prompt` (cut at the
-    first blank line), mapped onto the action it stands for by ``env.parse_free_text``."""
+    first blank line), mapped onto the action it stands for by ``env.parse_free_text``. ``chunk`` /
+    ``progress``: :func:`decode_in_chunks` (free text's batches are the chunks' when ``chunk`` is
+    a multiple of :func:`free_text`'s batch, as the default is)."""
+    def write(part: list[int]) -> list[str]:
+        prompts = [few_shot_prompt(env, tasks[i], examples, planner.is_encoder_decoder, planner.tokenizer)
+                   for i in part]
+        return free_text(planner, prompts, max_new_tokens, stop=(FREE_TEXT_STOP,))
+
     def share(rows: list[int]) -> SchemaResult:
         mine = [tasks[i] for i in rows]
-        prompts = [few_shot_prompt(env, t, examples, planner.is_encoder_decoder, planner.tokenizer) for t in mine]
-        texts = free_text(planner, prompts, max_new_tokens, stop=(FREE_TEXT_STOP,))
+        texts = decode_in_chunks(name, rows, write, chunk=chunk, progress=progress)
         # the action each text stands for (OpenAGI: mapped onto a valid plan; travel: the text itself)
         res = _schema_result(name, env, mine, [env.parse_free_text(t, text) for t, text in zip(mine, texts)])
         res.texts = {t.id: text for t, text in zip(mine, texts)}
@@ -180,19 +237,21 @@ def free_form_schema(name: str, planner, env: Env, tasks: Sequence[Task], exampl
 
 
 def instructed_schema(name: str, planner, env: Env, tasks: Sequence[Task], examples: Sequence[Task],
-                      num_beams: int) -> SchemaResult:
+                      num_beams: int, *, chunk: int = CHUNK_TASKS, progress: bool | None = None) -> SchemaResult:
     """The zero- / few-shot schema of a chat planner: constrained beam search from :func:`task_prompt`
     (instructions, examples, task in the planner's chat template)."""
-    return constrained_schema(name, planner, env, tasks, num_beams, [task_prompt(env, t, examples) for t in tasks])
+    return constrained_schema(name, planner, env, tasks, num_beams, [task_prompt(env, t, examples) for t in tasks],
+                              chunk=chunk, progress=progress)
 
 
 def untrained_schema(name: str, planner, env: Env, tasks: Sequence[Task], examples: Sequence[Task], *,
-                     num_beams: int, max_new_tokens: int) -> SchemaResult:
+                     num_beams: int, max_new_tokens: int, chunk: int = CHUNK_TASKS,
+                     progress: bool | None = None) -> SchemaResult:
     """``zero`` (no ``examples``) / ``few``: :func:`instructed_schema` for a planner with a chat
     template, :func:`free_form_schema` for the others (the module docstring says why)."""
     if uses_chat_template(planner.tokenizer, planner.is_encoder_decoder):
-        return instructed_schema(name, planner, env, tasks, examples, num_beams)
-    return free_form_schema(name, planner, env, tasks, examples, max_new_tokens)
+        return instructed_schema(name, planner, env, tasks, examples, num_beams, chunk=chunk, progress=progress)
+    return free_form_schema(name, planner, env, tasks, examples, max_new_tokens, chunk=chunk, progress=progress)
 
 
 def reference_schema(env: Env, tasks: Sequence[Task]) -> SchemaResult:

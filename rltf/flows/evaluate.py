@@ -16,7 +16,9 @@ macro, final pass,
 mean reward, tokens, seconds, nodes and constrained decisions per query; under its title a line naming the
 database, flights, queries and split), ``flow_eval.json`` (the table, that data as ``data``
 (:mod:`envs.travel.provenance`), and every query's plan, reward, violations, error, usage) and ``traces/<method>/``
-(the pass traces of the first ``flow.trace_queries`` queries). Last line:
+(the pass traces of the first ``flow.trace_queries`` queries). While a method runs, a bar ``flow <method>``
+counts its queries, ticked after each batch of passes (plain lines at most every 30 s with
+``logging.progress_bar: false``). Last line:
 ``held-out final pass: mtp=<x> okr=<x> ... solver=<x>``.
 """
 

@@ -5,6 +5,7 @@ markdown (:func:`table_markdown`). The command line: :mod:`rltf.flows.evaluate`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -25,6 +26,8 @@ from rltf.flows.agents.dispatch import build_backend, run_method
 from rltf.flows.agents.travel_nodes import FlowRun
 from rltf.flows.backends.base import BackendError
 from rltf.flows.engine.batching import PassBatch
+from rltf.run.distributed import launch_share
+from rltf.run.tracking import kept_alive, progress_bar
 
 __all__ = ["COLUMNS", "BackendFailingError", "BackendHealth", "BackendUnreachableError", "backend_calls",
            "evaluate_flows", "evaluate_method", "held_out_ids", "select_queries", "solver_row", "table_markdown",
@@ -58,7 +61,8 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
     stop: BackendFailingError | None = None  # the backend failed too often: the table is written, then the error
     for method in flow.methods:
         rows[method], queries[method] = evaluate_method(method, held, ids, backend, flow,
-                                                        trace_dir=run_dir / "traces" / method, health=health)
+                                                        trace_dir=run_dir / "traces" / method, health=health,
+                                                        progress=cfg.logging.progress_bar)
         r = rows[method]
         log(f"{method}: final pass {r['final pass']:.4f}, delivery {r['delivery']:.4f}, reward {r['reward']:.4f} "
             f"({r['seconds/query']:.2f} s, {r['tokens/query']:.0f} tokens per query)")
@@ -94,29 +98,41 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
 
 
 def evaluate_method(method: str, env, ids: Sequence[int], backend, flow: FlowSettings,
-                    trace_dir: Path | None = None,
-                    health: BackendHealth | None = None) -> tuple[dict[str, float], list[dict]]:
+                    trace_dir: Path | None = None, health: BackendHealth | None = None,
+                    progress: bool | None = None) -> tuple[dict[str, float], list[dict]]:
     """``method``'s flow on each query of ``ids`` with ``backend``: the table row and one record per
     query (plan, error, seconds, tokens, nodes, decisions, log-prob, backend calls answered and
     failed, the last backend error; reward, final pass and violations). The first
     ``flow.trace_queries`` passes write their traces to ``trace_dir``. ``health`` sees every
-    query's backend calls and raises :class:`BackendUnreachableError` when the first ones all fail."""
+    query's backend calls and raises :class:`BackendUnreachableError` when the first ones all fail.
+    ``progress`` not None (``logging.progress_bar``): a bar ``flow <method>`` counting the queries,
+    ticked after each batch of passes (plain lines at most every 30 s when off or not on a terminal;
+    :func:`rltf.run.tracking.progress_bar`), redrawn while a batch runs (a line at least every ~35 s:
+    :func:`rltf.run.tracking.kept_alive`), on the main process."""
     plans: dict[int, Any] = {}
     records = []
     width = getattr(backend, "batch_size", 1)
     traces = [trace_dir / f"query{i}.json" if trace_dir is not None and k < flow.trace_queries else None
               for k, i in enumerate(ids)]
     stopped: BackendFailingError | None = None
-    for start in range(0, len(ids), width):  # a batch of passes at a time: the health check sees each batch
-        part, part_traces = list(ids[start : start + width]), traces[start : start + width]
-        runs = _run_queries(method, env, part, part_traces, backend, flow, width)
-        for i, trace, (fr, secs) in zip(part, part_traces, runs):
-            try:
-                _record(records, plans, i, trace, fr, secs, health, len(ids))
-            except BackendFailingError as e:  # the backend stopped answering: the rest of the queries are not run
-                stopped = stopped or e
-        if stopped is not None:
-            break
+    with contextlib.ExitStack() as shown:
+        bar = None if progress is None else shown.enter_context(progress_bar(
+            total=len(ids), desc=f"flow {method}", enabled=progress, main=launch_share()[0] == 0, unit="query",
+            mininterval=0))
+        if bar is not None:
+            shown.enter_context(kept_alive(bar))  # (redrawn while a batch of passes runs)
+        for start in range(0, len(ids), width):  # a batch of passes at a time: the health check sees each batch
+            part, part_traces = list(ids[start : start + width]), traces[start : start + width]
+            runs = _run_queries(method, env, part, part_traces, backend, flow, width)
+            for i, trace, (fr, secs) in zip(part, part_traces, runs):
+                try:
+                    _record(records, plans, i, trace, fr, secs, health, len(ids))
+                except BackendFailingError as e:  # the backend stopped answering: the rest of the queries are not run
+                    stopped = stopped or e
+            if bar is not None:
+                bar.update(len(part))
+            if stopped is not None:
+                break
     if stopped is not None:
         for i in ids[len(records):]:
             plans[i] = None

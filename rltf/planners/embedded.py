@@ -47,6 +47,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast,
 
 from common.atomic import atomic_dir
 from rltf.config.loading import EmbeddedSettings
+from rltf.planners.idle_dropout import skip_idle_dropout
 from rltf.planners.minilm_t5 import build_minilm_t5
 from rltf.planners.planner import FORMAT_VERSION, PLANNER_FILE, Planner
 from rltf.planners.tokenizer import EOS, PAD, UNK, default_tokenizer_texts, train_plan_tokenizer
@@ -148,6 +149,7 @@ def build_embedded_planner(settings: EmbeddedSettings, tokenizer_texts: Sequence
         torch.manual_seed(settings.seed)
         model = T5ForConditionalGeneration(config)
     model.eval()
+    skip_idle_dropout(model)  # eval mode: its dropouts issue no op (rltf.planners.idle_dropout)
     return Planner(model, tokenizer, True, source="embedded")
 
 
@@ -165,6 +167,7 @@ def _build_causal(settings: EmbeddedSettings, tokenizer: PreTrainedTokenizerFast
         model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.eval()
+    skip_idle_dropout(model)  # eval mode: its dropouts issue no op (rltf.planners.idle_dropout)
     return Planner(model, tokenizer, False, source="embedded")
 
 

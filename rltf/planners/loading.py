@@ -39,6 +39,7 @@ from transformers import PreTrainedModel
 from rltf.config.loading import LoraSettings, PlannerSettings
 from rltf.planners.embedded import LANGUAGE_PRETRAINING, embedded_arch, ensure_embedded_planner, uses_minilm
 from rltf.planners.hf_models import PlannerError, load_model, load_tokenizer, require_4bit
+from rltf.planners.idle_dropout import skip_idle_dropout
 from rltf.planners.minilm_t5 import MODEL_TYPE as MINILM_T5
 from rltf.planners.planner import Planner, sync_pad
 from rltf.planners.source import PlannerSource, SourceKind, resolve_planner_source
@@ -97,6 +98,7 @@ def load_planner(settings: PlannerSettings, tokenizer_texts: Sequence[str] | Non
     planner.tokenizer.model_max_length = s.max_prompt_tokens  # prompts are cut to it (prompts.encode_prompts)
     sync_pad(planner)
     planner.model.eval()  # and it stays so: SFT and RLTF train in eval mode (no dropout)
+    skip_idle_dropout(planner.model)  # ...so its dropouts issue no op (rltf.planners.idle_dropout)
     return planner
 
 
@@ -116,12 +118,14 @@ def apply_lora(model: PreTrainedModel, lora: LoraSettings, is_encoder_decoder: b
         with warnings.catch_warnings():  # peft reads model.is_gradient_checkpointing, deprecated by transformers 5
             warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated",
                                     category=FutureWarning)
-            return get_peft_model(model, config)
+            wrapped = get_peft_model(model, config)
     except ValueError as e:
         linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear)})
         raise PlannerError(f"planner.lora.target_modules={lora.target_modules!r} cannot be applied to a "
                            f"{model.config.model_type!r} model ({e}); its linear layers are named "
                            f"{', '.join(linear)}") from None
+    skip_idle_dropout(wrapped)  # lora_dropout: no op in eval mode, the same draws in training
+    return wrapped
 
 
 # ------------------------------------------------------------------------------ SFT -> RLTF handoff

@@ -43,6 +43,7 @@ from rltf.planners.hf_models import (
     require_tokenizer,
     unsafe_pickle_message,
 )
+from rltf.planners.idle_dropout import skip_idle_dropout
 
 PLANNER_FILE = "rltf_planner.json"
 MERGED_DIR = "merged_adapters"
@@ -137,6 +138,7 @@ class Planner:
                 raise PlannerError(unsafe_pickle_message(d)) from None
         sync_pad(planner)
         planner.model.eval()  # and it stays so: SFT and RLTF train in eval mode (no dropout)
+        skip_idle_dropout(planner.model)  # ...so its dropouts issue no op (rltf.planners.idle_dropout)
         return planner
 
     @classmethod

@@ -42,10 +42,12 @@ class ReferencePolicy:
                 yield self._copy
             return
         model = self.planner.model
-        was_training = model.training
-        model.eval()
+        was_training = model.training  # planners stay in eval mode: no tree walks then
+        if was_training:
+            model.eval()
         try:
             with torch.no_grad(), model.disable_adapter():
                 yield model
         finally:
-            model.train(was_training)
+            if was_training:
+                model.train(True)

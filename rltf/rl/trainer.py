@@ -10,7 +10,10 @@ One step, top to bottom (:meth:`RLTFTrainer.train_step`):
    stochastic beam search, all of a task's valid plans when it has fewer);
 3. execute them in the environment (cached): reward R in [0, 1] per plan (and the env's report of
    the experts that failed: ``env.expert_failures``); with several processes an env that can
-   (OpenAGI's) shares the execution by sample (:func:`rltf.rl.steps.execute`);
+   (OpenAGI's) shares the execution by sample (:func:`rltf.rl.steps.execute`); with
+   ``rltf.reward_workers`` the plans are handed to worker processes
+   (:mod:`rltf.rl.reward_workers`: the same rewards) and executed while 4 runs, which does not
+   need them; the rewards are collected before 5;
 4. log π_c(plan) recomputed teacher-forced WITH gradients under the same grammar masks and
    temperature the sampler used (and log π_ref(plan) for a KL penalty); an encoder-decoder planner
    reads each prompt through its encoder once per step, sampling and scoring sharing the pass
@@ -56,6 +59,7 @@ from constrained_decoding.decode import sample_plans
 from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.without_replacement import sample_distinct_plans
+from rltf.rl.reward_workers import RewardWorkers, resolve_workers
 from rltf.rl.steps import StepBatch, draw_step, execute, loss_weights, step_metrics
 from rltf.rl.training_state import Selection, TrainingState
 from rltf.rl.update import policy_update
@@ -71,6 +75,10 @@ class RLTFTrainer:
         self.state = TrainingState(cfg, planner, accelerator, sharding, tracker, validate)
         self.train_ids = [t.id for t in env.tasks()]
         self.last_batch: StepBatch | None = None  # what the last step sampled and learned from
+        # the pool executing the plans while step 4 runs (rltf.reward_workers; 0: in this process)
+        self.reward_workers = resolve_workers(self.rl.reward_workers, env, getattr(cfg.env, "backend", "lite"),
+                                              accelerator.num_processes)
+        self._pool: RewardWorkers | None = None  # forked at the first step that executes plans
 
     # ------------------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, float]:
@@ -103,10 +111,9 @@ class RLTFTrainer:
         plan_prompts = [t.description for t in plan_tasks]
         plans = [d for ds in decoded for d in ds]
 
-        # 3. rewards from executing the plans (the parsed plans: checked once, formatted once)
-        results = execute(env, [(t, d.plan) for t, d in zip(plan_tasks, plans)], draw.env_rng, acc)
-        rewards = np.array([r.reward if math.isfinite(r.reward) else 0.0 for r in results])
-        env_row = self._env_metrics(results)  # (warns of the experts that failed)
+        # 3. rewards from executing the plans (the parsed plans: checked once, formatted once): done
+        #    here, or handed to the reward workers and collected after 4
+        collect = self._execute([(t, d.plan) for t, d in zip(plan_tasks, plans)], draw.env_rng)
 
         # 4. log π_c(plan), teacher-forced with gradients, under the sampler's masks and temperature
         #    (the decoded rows themselves: nothing is rebuilt from the plans); detached: log π_c,old
@@ -114,6 +121,9 @@ class RLTFTrainer:
         logp = score(range(len(plans)), memo)  # (later re-scoring, after an update, reads the prompts again)
         logp_d = logp.detach().float().cpu()
         kl = self._kl(logp_d, plan_prompts, plans)
+        results = collect()
+        rewards = np.array([r.reward if math.isfinite(r.reward) else 0.0 for r in results])
+        env_row = self._env_metrics(results)  # (warns of the experts that failed)
 
         # 5. loss weights: advantage against the baseline and regularisers, over every process's batch
         ids = [t.id for t in plan_tasks]
@@ -132,13 +142,29 @@ class RLTFTrainer:
                            acc.num_processes)
         return {**row, **env_row, **applied.passes}
 
+    def _execute(self, pairs: list, rng: np.random.Generator):
+        """The results of this process's (task, plan) pairs, returned by the function this returns:
+        executed now (:func:`rltf.rl.steps.execute`), or sent to the reward workers, that function
+        then waiting for them."""
+        if not self.reward_workers:
+            results = execute(self.env, pairs, rng, self.acc)
+            return lambda: results
+        if self._pool is None or not self._pool.alive:
+            self._pool = RewardWorkers(self.env, self.reward_workers)
+        return self._pool.submit(pairs, rng, self.state.step + 1)
+
+    def close(self) -> None:
+        """Stop the reward workers, if any (:meth:`train` does at its end; a later step starts new ones)."""
+        if self._pool is not None:
+            self._pool.close()
+
     def _env_metrics(self, results: list) -> dict[str, float]:
         """The env's share of a step's row: valid plans, the experts that failed (each failure warned:
         a broken expert or cache would otherwise only show as lower rewards), the cache's hit rate."""
         expert_error_rate, failures = self.env.expert_failures(results)
         for text in failures:
             warnings.warn(f"step {self.state.step + 1}: {text}", RuntimeWarning, stacklevel=3)
-        stats = self.env.cache_stats()
+        stats = self._pool.cache_stats() if self.reward_workers and self._pool is not None else self.env.cache_stats()
         return {"train/valid": float(np.mean([r.valid for r in results])), "train/expert_error_rate": expert_error_rate,
                 "train/cache_hit_rate": stats.hit_rate if stats else 0.0}
 
@@ -189,7 +215,10 @@ class RLTFTrainer:
         """Steps until ``rltf.steps``, logged, validated and checkpointed, then the selected planner
         (``rltf.select``; without ``validate`` or with ``rltf.eval_every=0``, the last); the
         history of step rows."""
-        return self.state.run(self.train_step)
+        try:
+            return self.state.run(self.train_step)
+        finally:
+            self.close()  # the reward workers, also when a step raised
 
     def save(self) -> None:
         self.state.save()

@@ -1,7 +1,7 @@
 """Experiment tracking: wandb (offline without an API key), tensorboard or nothing, plus a plot;
 the progress bars (:func:`progress_bar`, :func:`configure_progress_bars`): a long job (SFT, the
-RLTF steps) shows a bar on a terminal, and plain lines at least every 30 s otherwise, with
-``logging.progress_bar: false`` too.
+RLTF steps, held-out evaluation: a tick per chunk of tasks or flow queries) shows a bar on a
+terminal, and plain lines at least every 30 s otherwise, with ``logging.progress_bar: false`` too.
 
 Only the main process logs. ``report_to: wandb`` switches to ``WANDB_MODE=offline`` when no API
 key is configured, so a run never dies for want of an account; sync it later with ``wandb sync``.
@@ -9,9 +9,11 @@ key is configured, so a run never dies for want of an account; sync it later wit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -205,6 +207,31 @@ class PlainProgressLines:
         getattr(self.stream, "flush", lambda: None)()
 
 
+@contextlib.contextmanager
+def kept_alive(bar):
+    """While the block runs, ``bar`` (a :func:`progress_bar`) is redrawn from a daemon thread every sixth
+    of :data:`PLAIN_PROGRESS_EVERY_S`: its elapsed time moves on a terminal, and as plain lines one is
+    written at least every ~35 s even while a long piece of work (a chunk of held-out tasks) runs
+    without a tick. The thread ends with the block, before the bar is closed."""
+    if getattr(bar, "disable", False):  # (another process's bar: nothing to redraw)
+        yield bar
+        return
+    every = max(0.01, PLAIN_PROGRESS_EVERY_S / 6)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            bar.refresh()  # (under tqdm's lock, as the ticks of the block's thread are)
+
+    beating = threading.Thread(target=beat, name=f"progress: {bar.desc}", daemon=True)
+    beating.start()
+    try:
+        yield bar
+    finally:
+        stop.set()
+        beating.join()
+
+
 def progress_bar(iterable=None, *, desc: str, enabled: bool, main: bool, stream=None, **kwargs):
     """The progress of a long job ``desc`` on ``stream`` (default stderr), from the ``main`` process
     only (the others print nothing). With the bar ``enabled`` (``logging.progress_bar``) on a
@@ -215,4 +242,5 @@ def progress_bar(iterable=None, *, desc: str, enabled: bool, main: bool, stream=
     stream = sys.stderr if stream is None else stream
     if not main or enabled and _is_terminal(stream):
         return tqdm(iterable, desc=desc, disable=not main, file=stream, **kwargs)
-    return tqdm(iterable, desc=desc, file=PlainProgressLines(stream), ascii=True, **kwargs)
+    # (the interval read now, not when the class was defined: a test may shorten it)
+    return tqdm(iterable, desc=desc, file=PlainProgressLines(stream, PLAIN_PROGRESS_EVERY_S), ascii=True, **kwargs)

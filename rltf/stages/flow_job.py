@@ -187,7 +187,7 @@ def evaluate_flow(run: stages.Run, planner, envs: stages.Envs, method: str, ids:
     """``method``'s flow with greedy decisions of ``planner`` on the held-out queries ``ids``."""
     with run.sharding.gathered(planner.model):
         row, records = evaluate_method(method, envs.held_out, ids, _greedy_backend(run, planner, roles), run.cfg.flow,
-                                       trace_dir=run.run_dir / "traces" / name)
+                                       trace_dir=run.run_dir / "traces" / name, progress=run.cfg.logging.progress_bar)
     run.log(f"{name}: {method} final pass {row['final pass']:.4f}, reward {row['reward']:.4f} "
             f"({row['seconds/query']:.2f} s per query)")
     return row, records

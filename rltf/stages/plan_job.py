@@ -234,7 +234,7 @@ def train_rltf(run: Run, planner: Planner, envs: Envs) -> list[dict]:
     holding the weights ``rltf.select`` picks (:attr:`Run.selection` says which step). Returns the
     per-step history."""
     def validation_score(p: Planner) -> dict[str, float]:
-        r = evaluate(run, ["rltf"], p, envs, envs.splits["validation"], log=False)["rltf"]
+        r = evaluate(run, ["rltf"], p, envs, envs.splits["validation"], log=False, progress=False)["rltf"]
         if not run.cfg.eval.diversity_samples:
             return {VALIDATION_SCORE: r.overall}
         with run.sharding.gathered(p.model):  # π_c's diversity on the same tasks (own seeded draws)
@@ -276,7 +276,7 @@ def note_selection(run: Run, selection: Selection | None, validation: list[dict]
 
 # --------------------------------------------------------------------------------- evaluate
 def evaluate(run: Run, schemas: Iterable[str], planner: Planner | None, envs: Envs, tasks: Sequence[Task], *,
-             log: bool = True) -> dict[str, ev.SchemaResult]:
+             log: bool = True, progress: bool = True) -> dict[str, ev.SchemaResult]:
     """The requested learning schemas (``rltf.config.sections.EVAL_SCHEMAS``) on ``tasks``, each plan scored
     on all of a task's samples by the held-out env:
 
@@ -286,6 +286,9 @@ def evaluate(run: Run, schemas: Iterable[str], planner: Planner | None, envs: En
     * ``finetuned`` / ``rltf``: ``planner``'s best plan by constrained beam search (the two names
       are the same evaluation of whatever planner is passed: it runs once);
     * ``reference`` / ``oracle``: the reference plans / exhaustive search (no planner).
+
+    The planner's rows decode in chunks of ``eval.chunk_tasks`` tasks; ``progress``: a bar (or plain
+    lines, ``logging.progress_bar``) per row counting them (off: the validation under the RLTF bar).
     """
     cfg, env = run.cfg, envs.held_out
     wanted = [s for s in EVAL_SCHEMAS if s in set(schemas)]
@@ -293,6 +296,7 @@ def evaluate(run: Run, schemas: Iterable[str], planner: Planner | None, envs: En
     if needs_planner and planner is None:
         raise ValueError(f"schemas {needs_planner} evaluate a planner; none was given")
     results: dict[str, ev.SchemaResult] = {}
+    decoding = {"chunk": cfg.eval.chunk_tasks, "progress": cfg.logging.progress_bar if progress else None}
     gathered = run.sharding.gathered(planner.model) if needs_planner else contextlib.nullcontext()
     with gathered:  # decoding needs every parameter
         for s in wanted:
@@ -301,11 +305,11 @@ def evaluate(run: Run, schemas: Iterable[str], planner: Planner | None, envs: En
             elif s in UNTRAINED:
                 shots = few_shot_examples(cfg, envs) if s == "few" else []
                 results[s] = ev.untrained_schema(s, planner, env, tasks, shots, num_beams=cfg.eval.num_beams,
-                                                 max_new_tokens=cfg.planner.max_plan_tokens)
+                                                 max_new_tokens=cfg.planner.max_plan_tokens, **decoding)
             elif s in CONSTRAINED:
                 done = next((results[c] for c in CONSTRAINED if c in results), None)
                 results[s] = (ev.SchemaResult(s, dict(done.plans), dict(done.scores)) if done is not None else
-                              ev.constrained_schema(s, planner, env, tasks, cfg.eval.num_beams))
+                              ev.constrained_schema(s, planner, env, tasks, cfg.eval.num_beams, **decoding))
             elif s == "reference":
                 results[s] = ev.reference_schema(env, tasks)
             else:  # the env's oracle; n/a for an env without one

@@ -1,7 +1,8 @@
 """A long job is never silent (issue #38 item 10): with ``logging.progress_bar: false`` (as the SmolLM2
 configs set it, which printed nothing for ~10 minutes) SFT and the RLTF steps still print plain
 progress lines (the first status, then at most one every 30 s, and the last), counting SFT's
-batches, not its epochs; only the main process prints."""
+batches, not its epochs; only the main process prints. So does the held-out evaluation, counting
+each schema's tasks (tests/evaluation/test_evaluation_progress.py: a line per chunk of tasks)."""
 
 from __future__ import annotations
 
@@ -48,5 +49,7 @@ def test_a_main_job_with_the_bar_off_prints_sft_and_rltf_progress(tmp_path):
     assert rltf[-1].startswith("rltf: 100%|##########| 2/2"), rltf
     done, total = sft[-1].split("|")[2].split()[0].split("/")
     assert done == total and int(total) >= 2, sft  # a tick per batch of every epoch
-    ours = [line for line in err.getvalue().split("\n") if line.lstrip("\r").startswith(("sft", "rltf"))]
+    held_out = [line for line in lines if line.startswith("eval finetuned: ")]  # the final table's decoding
+    assert held_out and held_out[-1].startswith("eval finetuned: 100%|##########| 10/10"), held_out
+    ours = [line for line in err.getvalue().split("\n") if line.lstrip("\r").startswith(("sft", "rltf", "eval"))]
     assert all("\r" not in line and line.isascii() for line in ours), ours  # plain lines, not redraws

@@ -8,16 +8,24 @@ One query is one pass of a flow written as a program (:mod:`rltf.flows.engine.pr
   yet -- ``FlightSearch[A, B, date]``, ``GoogleDistanceMatrix[A, B, self-driving|taxi]``,
   ``AccommodationSearch[C]``, ``RestaurantSearch[C]``, ``AttractionSearch[C]``,
   ``CitySearch[State]`` over the origin, the destination's cities and the trip's dates -- or
-  ``Finish`` (constrained with the planner backend: an exact log-prob per action);
+  ``Finish`` (constrained with the planner backend: an exact log-prob per action). Only the searches
+  that keep a complete itinerary within the steps left are offered, and ``Finish`` only once the
+  gathered entities hold one (:mod:`rltf.flows.agents.react_reach`): with a ``max_steps`` that fits
+  the query (5, 7 and 9 searches at least for 3-, 5- and 7-day trips) every pass delivers. Before,
+  every search and ``Finish`` were offered at every step and a pass delivered only when the
+  planner happened to gather a hotel, meals, attractions and transport for every stop of a route:
+  on the real tables (up to 5,038 searches for a state's 7-day query) none of the 72 test queries;
+  on the synthetic sandbox the 3-day ones alone;
 * the env's tools run the action (:meth:`envs.travel.tools.TravelTools.call`) and the observation
   is fed back: the next steps' prompts show the most recent ones (``observations``).
 
 After ``Finish`` (or ``max_steps``) the ``plan`` node writes the itinerary: with a backend that
 constrains (planner, hf) it is decoded under the travel plan grammar built from *the gathered
 entities only* (:func:`envs.travel.grammar.build_travel_grammar` on the observed restaurants,
-hotels, attractions and transport), so a plan can only name what the agent looked up, and an
-agent that did not gather enough for a complete itinerary delivers nothing; with an openai
-backend the plan is free JSON text (parsed, re-asked with the parse error when it does not parse).
+hotels, attractions and transport), so a plan can only name what the agent looked up (an agent
+whose ``max_steps`` is below what the query needs may gather too little: it delivers nothing and
+says so); with an openai backend the plan is free JSON text (parsed, re-asked with the parse error
+when it does not parse).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from envs.travel.plans import PlanParseError, parse_plan
 from envs.travel.text import flight_text, ground_text
 from rltf.config.flow import ReActSettings
 from rltf.flows.agents.agent_setup import AgentSetup, delivered
+from rltf.flows.agents.react_reach import Reach
 from rltf.flows.agents.travel_nodes import FlowRun
 from rltf.flows.backends.base import Sampling
 from rltf.flows.engine.config import FlowConfig
@@ -67,6 +76,7 @@ class ReActAgent:
         self.flights: dict[tuple[str, str, int], list[str]] = {}
         self.ground: dict[tuple[str, str], list[str]] = {}
         self.cities_found: list[str] = []
+        self.reach = Reach(self.cat.tools, self.q, self.cat.candidates.route_cities)
 
     # ---------------------------------------------------------------------------- actions
     def actions(self) -> list[str]:
@@ -150,6 +160,19 @@ class ReActAgent:
             lines.append(f"Action {t['step']}: {t['action']}\nObservation {t['step']}: {obs}")
         return "\n".join(lines)
 
+    def _options(self, called: set[str], left: int) -> list[str]:
+        """The searches not made yet that keep a complete itinerary within ``left`` steps, and ``Finish`` once
+        the gathered entities hold one (:mod:`rltf.flows.agents.react_reach`). When none fits the steps left
+        (``max_steps`` below what the query needs) every search and ``Finish``, and the shortfall is noted."""
+        reach = self.reach.status(self.hotels, self.restaurants, self.attractions, self.flights, self.ground, left)
+        options = [a for a in self.actions() if a not in called]
+        if reach.needed is not None and reach.needed <= left:
+            return [a for a in options if reach.useful is None or a in reach.useful] + (
+                [FINISH] if reach.needed == 0 else [])
+        if "react.short" not in self.db:
+            self.db["react.short"] = {"needed": reach.needed, "left": left}
+        return options + [FINISH]
+
     def program(self) -> Iterator[Ask]:
         st = self.settings
         called: set[str] = set()
@@ -158,7 +181,7 @@ class ReActAgent:
             if st.think_tokens:
                 thought = yield self._ask(f"step{step}.think", f"{self._scratchpad()}\nThought {step}:",
                                           sampling=Sampling(max_new_tokens=st.think_tokens))
-            options = [a for a in self.actions() if a not in called] + [FINISH]
+            options = self._options(called, left=st.max_steps - step + 1)
             listing = "\n".join(f"- {a}" for a in options)
             act = yield self._ask(f"step{step}.act", (
                 f"Actions:\n{listing}\n{self._scratchpad()}\n"
@@ -186,7 +209,12 @@ class ReActAgent:
             try:
                 grammar = build_travel_grammar(tok, gathered, self.setup.env.max_attractions)
             except GrammarError as e:
-                self.db["react.undelivered"] = f"the gathered information is not enough for an itinerary: {e}"
+                short = self.db.get("react.short")
+                budget = ("" if short is None else
+                          " (the tables hold no complete itinerary)" if short["needed"] is None else
+                          f" (a complete itinerary needed {short['needed']} searches with {short['left']} of "
+                          f"flow.react.max_steps={self.settings.max_steps} left)")
+                self.db["react.undelivered"] = f"the gathered information is not enough for an itinerary{budget}: {e}"
                 return None
             plan = yield self._ask("plan", "Planner: write the itinerary from the gathered information.",
                                    grammar=grammar)

@@ -1,0 +1,401 @@
+"""The running rows' decoder state in preallocated slots: rows join without re-stacking the cache.
+
+:class:`constrained_decoding.kv_rows.RowBatch` keeps the rows' KV cache as one tensor per layer
+whose dim 0 *is* the rows: every join of new rows (a travel itinerary's day rows, forked when its
+route row finishes) and every drop of finished rows copies the whole running cache, and every
+decoder step concatenates one more column onto it (``DynamicCache``). :class:`SlotBatch` is what a
+batch becomes after its first joins (:meth:`SlotBatch.joined`; see
+:data:`constrained_decoding.runner.RESTACKED_JOINS`): per layer a buffer
+``[slot capacity, heads, column capacity, dim]`` with a row -> slot map.
+
+* A step writes its column in place (:class:`SlotLayer`); the model reads a view of the slots in
+  use over the columns in use (the *window*).
+* Dropping rows only changes the map; the slots they held are free. Joining rows are prefilled in a
+  cache of their own (as before) and copied into free slots, right-aligned to the window's last
+  column; the running rows are not moved. A slot repeated by a selection (beam search) is copied
+  into a free slot. Before a forward, rows in the last slots move into free slots left below them
+  (:meth:`SlotBatch.advance`), so the forward reads as many slots as rows.
+* The window starts at the first column a running row holds (columns every row has left are not
+  read again) and grows to the left when a joining row's context is longer; the buffers grow by
+  doubling (amortised: a copy per doubling, not per step or join).
+
+Positions stay right as in :class:`RowBatch`: a row's columns are contiguous and end at the
+window's last column (T5's relative positions count columns), left padding is masked, and causal
+position ids continue per row. A free slot keeps finite values and a valid current column (no
+NaN from a fully masked row). The forward runs over slots: :meth:`SlotBatch.inputs` scatters the
+rows' token ids to their slots and :meth:`SlotBatch.outputs` gathers the rows' features back.
+The same rows compute the same features up to the float reduction order of a differently shaped
+batch (tests/constrained_decoding/test_slot_rows.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
+
+from constrained_decoding.kv_rows import RowBatch, RowFork
+
+__all__ = ["SlotBatch", "SlotLayer"]
+
+
+class Window:
+    """The slots (``[:n]``) and columns (``[lo, hi)``, plus ``pending`` being written) in use."""
+
+    def __init__(self, n: int, lo: int, hi: int):
+        self.n, self.lo, self.hi, self.pending = n, lo, hi, 0
+
+
+class SlotLayer(DynamicLayer):
+    """One self-attention layer's cache in slot buffers: ``update`` writes the new columns in place
+    and returns the window's view (no concatenation)."""
+
+    def __init__(self, window: Window, keys: torch.Tensor, values: torch.Tensor):
+        super().__init__()
+        self.window, self.kbuf, self.vbuf = window, keys, values
+        self.device, self.is_initialized = keys.device, True
+        self.refresh()
+
+    def refresh(self) -> None:
+        w = self.window
+        self.keys = self.kbuf[: w.n, :, w.lo : w.hi]
+        self.values = self.vbuf[: w.n, :, w.lo : w.hi]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        w, q = self.window, key_states.shape[-2]
+        self.kbuf[: w.n, :, w.hi : w.hi + q].copy_(key_states)
+        self.vbuf[: w.n, :, w.hi : w.hi + q].copy_(value_states)
+        return self.kbuf[: w.n, :, w.lo : w.hi + q], self.vbuf[: w.n, :, w.lo : w.hi + q]
+
+    def get_seq_length(self) -> int:
+        return self.window.hi - self.window.lo
+
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:  # pragma: no cover - SlotBatch.select moves slots
+        raise NotImplementedError("a SlotLayer's rows move through SlotBatch.select")
+
+
+def _runs(dst: list[int]) -> list[tuple[int, int, int]]:
+    """``dst`` as runs of consecutive slots: ``(first slot, first index into dst, length)`` (slice copies
+    are much faster than ``index_copy_`` into a strided window)."""
+    runs: list[list[int]] = []
+    for i, d in enumerate(dst):
+        if runs and runs[-1][0] + runs[-1][2] == d:
+            runs[-1][2] += 1
+        else:
+            runs.append([d, i, 1])
+    return [(d, i, c) for d, i, c in runs]
+
+
+def _first_valid(mask: torch.Tensor) -> list[int]:
+    """Per row of a ``[rows, columns]`` mask, its first column holding a position."""
+    return (mask != 0).long().argmax(1).tolist()
+
+
+class SlotBatch:
+    """The running rows in slots (see the module docstring); the interface of :class:`RowBatch`
+    the runner uses (``cache``, ``mask``, ``pos``, ``enc``, ``enc_mask``, ``rows``, ``advance``,
+    ``select``, ``fork``) plus :meth:`join`, :meth:`inputs`, :meth:`outputs` and :meth:`commit`."""
+
+    def __init__(self, batch: RowBatch, joining: RowBatch | None = None):
+        """The rows of ``batch`` (its slot ``r`` holds its row ``r``), with room to grow (for the rows
+        of ``joining`` at least)."""
+        layers = batch.self_attention.layers
+        k0 = layers[0].keys
+        rows, width = k0.shape[0], k0.shape[2]
+        more, t_new = (0, 0) if joining is None else (joining.rows, joining.self_attention.layers[0].keys.shape[2])
+        self.encoder_decoder = batch.encoder_decoder
+        self.device = k0.device
+        cap_s, left = max(2 * (rows + more), 8), max(width // 2, 8, t_new - width)
+        cap_t = left + width + max(width, 16)
+        self.window = Window(rows, left, left + width)
+        self._alloc_like(batch, cap_s, cap_t)
+        sl = slice(left, left + width)
+        for lay, src in zip(self.layers, layers):
+            lay.kbuf[:rows, :, sl].copy_(src.keys)
+            lay.vbuf[:rows, :, sl].copy_(src.values)
+        self.start = [left] * cap_s  # per slot: the first column its row holds
+        if batch.mask is None:
+            self.mbuf[:rows, sl] = 1
+        else:
+            self.mbuf[:rows, sl].copy_(batch.mask)
+            self.start[:rows] = [left + c for c in _first_valid(batch.mask)]
+        self._copy_rest(batch, [(0, 0, rows)])
+        self.slots = list(range(rows))  # row -> slot
+        self._slot_t: torch.Tensor | None = None  # the same on the device; None: the identity
+        self._views()
+
+    @classmethod
+    def joined(cls, batch: RowBatch | SlotBatch, new: RowBatch) -> SlotBatch:
+        """The rows of ``batch`` then those of ``new`` (a fresh batch), in slots."""
+        return (batch if isinstance(batch, SlotBatch) else cls(batch, new)).join(new)
+
+    # ------------------------------------------------------------------------------ storage
+
+    def _alloc_like(self, batch: RowBatch, cap_s: int, cap_t: int) -> None:
+        """Buffers shaped for ``batch``'s model, not filled: a slot's columns are written (or zeroed)
+        before the model reads them, so every value it reads is finite."""
+        k = batch.self_attention.layers[0].keys
+        self.layers = [SlotLayer(self.window, k.new_empty(cap_s, k.shape[1], cap_t, k.shape[3]),
+                                 k.new_empty(cap_s, k.shape[1], cap_t, x.values.shape[3]))
+                       for x in batch.self_attention.layers]
+        self.mbuf = torch.zeros((cap_s, cap_t), dtype=torch.long, device=self.device)
+        self.cross: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.ebuf = self.embuf = self.pbuf = None
+        if self.encoder_decoder:
+            self.cross = [(x.keys.new_empty((cap_s, *x.keys.shape[1:])),
+                           x.values.new_empty((cap_s, *x.values.shape[1:])))
+                          for x in batch.cache.cross_attention_cache.layers]
+            self.ebuf = batch.enc.new_empty((cap_s, *batch.enc.shape[1:]))  # type: ignore[union-attr]
+            self.embuf = batch.enc_mask.new_empty((cap_s, *batch.enc_mask.shape[1:]))  # type: ignore[union-attr]
+        else:
+            self.pbuf = batch.pos.new_zeros((cap_s, 1))  # type: ignore[union-attr]
+
+    def _copy_rest(self, batch: RowBatch, runs: list[tuple[int, int, int]]) -> None:
+        """Cross-attention K/V, encoder states and mask (encoder-decoder) or last positions (causal)
+        of ``batch``'s rows into slots (``runs``: see :func:`_runs`)."""
+        if self.encoder_decoder:
+            pairs = [(kb, src.keys) for (kb, _), src in zip(self.cross, batch.cache.cross_attention_cache.layers)]
+            pairs += [(vb, src.values) for (_, vb), src in zip(self.cross, batch.cache.cross_attention_cache.layers)]
+            pairs += [(self.ebuf, batch.enc), (self.embuf, batch.enc_mask)]
+        else:
+            pairs = [(self.pbuf, batch.pos[:, -1:])]  # type: ignore[index]
+        for buf, x in pairs:
+            for d, i, c in runs:
+                buf[d : d + c].copy_(x[i : i + c])  # type: ignore[index]
+
+    def _buffers(self) -> list[torch.Tensor]:
+        """Every per-slot buffer whose dim 1 is not columns (moved whole)."""
+        out = [t for pair in self.cross for t in pair]
+        return out + [t for t in (self.ebuf, self.embuf, self.pbuf) if t is not None]
+
+    def _column_buffers(self) -> list[torch.Tensor]:
+        return [b for lay in self.layers for b in (lay.kbuf, lay.vbuf)]
+
+    def _realloc(self, cap_s: int, left: int, cap_t: int) -> None:
+        """New buffers of ``cap_s`` slots and ``cap_t`` columns, the window moved to start at ``left``."""
+        w = self.window
+        n, width = w.n, w.hi - w.lo
+        for lay in self.layers:
+            for name in ("kbuf", "vbuf"):
+                old = getattr(lay, name)
+                new = old.new_empty((cap_s, old.shape[1], cap_t, old.shape[3]))
+                new[:n, :, left : left + width].copy_(old[:n, :, w.lo : w.hi])
+                setattr(lay, name, new)
+        mask = self.mbuf.new_zeros((cap_s, cap_t))
+        mask[:n, left : left + width].copy_(self.mbuf[:n, w.lo : w.hi])
+        self.mbuf = mask
+        self.start = [s - w.lo + left for s in self.start] + [left] * (cap_s - len(self.start))
+        grown = []
+        for old in self._buffers():
+            new = old.new_empty((cap_s, *old.shape[1:]))
+            new[:n].copy_(old[:n])
+            grown.append(new)
+        it = iter(grown)
+        self.cross = [(next(it), next(it)) for _ in self.cross]
+        if self.encoder_decoder:
+            self.ebuf, self.embuf = next(it), next(it)
+        else:
+            self.pbuf = next(it)
+        w.lo, w.hi = left, left + width
+        self._views()
+
+    def _room(self, slots: int = 0, left: int = 0, right: int = 0) -> None:
+        """At least ``slots`` slots, ``left`` free columns before the window and ``right`` after it."""
+        w = self.window
+        cap_s, cap_t = self.mbuf.shape
+        if slots <= cap_s and w.lo >= left and w.hi + right <= cap_t:
+            return
+        width = w.hi - w.lo
+        new_s = cap_s if slots <= cap_s else max(2 * cap_s, slots)
+        new_left = max(left, width // 2, 8)
+        new_t = max(cap_t, new_left + width + max(right, width, 16))
+        self._realloc(new_s, new_left, new_t)
+
+    def _views(self) -> None:
+        """The cache the model reads: views of the slots and columns in use."""
+        w = self.window
+        for lay in self.layers:
+            lay.refresh()
+        self_cache = DynamicCache()
+        self_cache.layers = list(self.layers)
+        if self.encoder_decoder:
+            cross = DynamicCache()
+            for kb, vb in self.cross:  # views, not DynamicLayer.update (a copy)
+                layer = DynamicLayer()
+                layer.lazy_initialization(kb, vb)
+                layer.keys, layer.values = kb[: w.n], vb[: w.n]
+                cross.layers.append(layer)
+            self.cache: DynamicCache | EncoderDecoderCache = EncoderDecoderCache(self_cache, cross)
+            self.enc, self.enc_mask = self.ebuf[: w.n], self.embuf[: w.n]  # type: ignore[index]
+            self.pos = None
+        else:
+            self.cache = self_cache
+            self.enc = self.enc_mask = None
+            self.pos = self.pbuf[: w.n]  # type: ignore[index]
+
+    def _moved(self, src: list[int], dst: list[int], prompt: bool = True) -> None:
+        """Copy slots ``src`` to slots ``dst`` (disjoint), and what they hold (whole slots: contiguous);
+        not ``prompt``: the encoder states and cross-attention K/V stay (``dst`` holds the same prompt)."""
+        if not src:
+            return
+        s = torch.as_tensor(src, device=self.device)
+        d = torch.as_tensor(dst, device=self.device)
+        rest = self._buffers() if prompt or not self.encoder_decoder else []
+        for buf in [*self._column_buffers(), self.mbuf, *rest]:
+            buf.index_copy_(0, d, buf.index_select(0, s))
+        for a, b in zip(src, dst):
+            self.start[b] = self.start[a]
+
+    def _remap(self) -> None:
+        """After the map changed: the device map (None if the identity), the window's first column."""
+        w = self.window
+        live = self.slots
+        if live:
+            w.lo = max(w.lo, min(self.start[s] for s in live))  # columns every running row has left
+        ident = len(live) == w.n and all(s == i for i, s in enumerate(live))
+        self._slot_t = None if ident else torch.as_tensor(live, dtype=torch.long, device=self.device)
+        self._views()
+
+    # ------------------------------------------------------------------------------ RowBatch's interface
+
+    @property
+    def rows(self) -> int:
+        return len(self.slots)
+
+    @property
+    def mask(self) -> torch.Tensor:
+        w = self.window
+        return self.mbuf[: w.n, w.lo : w.hi + w.pending]
+
+    def advance(self) -> None:
+        """Make room for one more token per row (every slot's next column holds a position)."""
+        self._compact()
+        self._room(right=1)
+        w = self.window
+        self.mbuf[: w.n, w.hi] = 1
+        w.pending = 1
+        if self.pbuf is not None:
+            self.pbuf[: w.n] += 1
+
+    def commit(self, q: int) -> None:
+        """The forward wrote ``q`` columns: they join the window."""
+        w = self.window
+        w.hi += q
+        w.pending = 0
+        for lay in self.layers:
+            lay.refresh()
+
+    def inputs(self, ids: torch.Tensor) -> torch.Tensor:
+        """The rows' token ids ``[rows, q]`` placed at their slots ``[slots in use, q]`` (free slots read id 0)."""
+        if self._slot_t is None:
+            return ids
+        out = ids.new_zeros((self.window.n, ids.shape[1]))
+        return out.index_copy_(0, self._slot_t, ids)
+
+    def outputs(self, feats: torch.Tensor) -> torch.Tensor:
+        """Per-slot features back in row order."""
+        return feats if self._slot_t is None else feats.index_select(0, self._slot_t)
+
+    def select(self, rows: torch.Tensor, same_prompt: bool = False, host_rows: Sequence[int] | None = None) -> None:
+        """Keep (and reorder or repeat) rows: the map changes; a repeated slot is copied to a free one.
+        ``same_prompt`` (row ``i`` is replaced by a row of row ``i``'s prompt): a repeat copied into
+        the slot row ``i`` held keeps that slot's encoder states and cross-attention K/V.
+        ``host_rows``: ``rows`` on the host (else read from the device: one transfer)."""
+        old = self.slots
+        new = [old[r] for r in (rows.tolist() if host_rows is None else host_rows)]
+        seen: set[int] = set()
+        repeats = []
+        for i, s in enumerate(new):
+            if s in seen:
+                repeats.append(i)
+            seen.add(s)
+        if repeats:
+            free = [s for s in range(self.window.n) if s not in seen]
+            extra = len(repeats) - len(free)
+            if extra > 0:
+                self._room(slots=self.window.n + extra)
+                free += range(self.window.n, self.window.n + extra)
+                self.window.n += extra
+            own: dict[int, int] = {}  # repeat -> the free slot its position held (same prompt)
+            if same_prompt:
+                open_ = set(free)
+                for i in repeats:
+                    if i < len(old) and old[i] in open_:
+                        own[i] = old[i]
+                        open_.discard(old[i])
+                free = [f for f in free if f in open_]
+            rest = iter(free)
+            dst = {i: own[i] if i in own else next(rest) for i in repeats}
+            for keep in (True, False):
+                moves = [i for i in repeats if (i in own) != keep]
+                self._moved([new[i] for i in moves], [dst[i] for i in moves], prompt=keep)
+            for i in repeats:
+                new[i] = dst[i]
+        self.slots = new
+        self._remap()
+
+    def _compact(self) -> None:
+        """Move the rows of the last slots into the free slots below them: the forward reads as many
+        slots as rows."""
+        w = self.window
+        if len(self.slots) == w.n:
+            return
+        live = set(self.slots)
+        holes = [s for s in range(len(self.slots)) if s not in live]
+        tail = [s for s in range(len(self.slots), w.n) if s in live]
+        self._moved(tail, holes)
+        where = dict(zip(tail, holes))
+        self.slots = [where.get(s, s) for s in self.slots]
+        w.n = len(self.slots)
+        self._remap()
+
+    def join(self, new: RowBatch) -> SlotBatch:
+        """Put the rows of ``new`` (a fresh batch) after these rows: into free slots, right-aligned
+        to the window's last column."""
+        w = self.window
+        k = new.rows
+        layers = new.self_attention.layers
+        t_new = layers[0].keys.shape[2]
+        live = set(self.slots)
+        free = [s for s in range(w.n) if s not in live][:k]
+        extra = k - len(free)
+        self._room(slots=w.n + extra, left=max(0, t_new - (w.hi - w.lo)))
+        if w.hi - t_new < w.lo:  # the window grows to the left: no running row holds those columns
+            self.mbuf[: w.n, w.hi - t_new : w.lo] = 0
+            for buf in self._column_buffers():
+                buf[: w.n, :, w.hi - t_new : w.lo] = 0
+            w.lo = w.hi - t_new
+        dst = free + list(range(w.n, w.n + extra))
+        w.n += extra
+        runs = _runs(dst)
+        a = w.hi - t_new
+        mask = new.mask if new.mask is not None else torch.ones((k, t_new), dtype=torch.long, device=self.device)
+        for lay, src in zip(self.layers, layers):
+            for buf, x in ((lay.kbuf, src.keys), (lay.vbuf, src.values)):
+                for d, i, c in runs:
+                    buf[d : d + c, :, a : w.hi].copy_(x[i : i + c])
+                    buf[d : d + c, :, w.lo : a] = 0  # their left padding: masked, and finite
+        for d, i, c in runs:
+            self.mbuf[d : d + c, w.lo : a] = 0
+            self.mbuf[d : d + c, a : w.hi].copy_(mask[i : i + c])
+        for s, c in zip(dst, _first_valid(mask)):
+            self.start[s] = a + c
+        self._copy_rest(new, runs)
+        self.slots = self.slots + dst
+        self._remap()
+        return self
+
+    def fork(self, row: int, n_valid: int) -> RowFork:
+        """Row ``row``'s cache up to its first ``n_valid`` positions (a copy: see :class:`RowFork`)."""
+        s = self.slots[row]
+        first = self.start[s]
+        mask = self.mbuf[s, first : self.window.hi]
+        mask = mask[: int((mask.cumsum(0) < n_valid).sum()) + 1].clone()
+        end = first + mask.shape[0]
+        f = RowFork([x.kbuf[s, :, first:end].clone() for x in self.layers],
+                    [x.vbuf[s, :, first:end].clone() for x in self.layers], mask, n_valid)
+        if self.encoder_decoder:
+            f.cross = [(kb[s].clone(), vb[s].clone()) for kb, vb in self.cross]
+            f.enc, f.enc_mask = self.ebuf[s].clone(), self.embuf[s].clone()  # type: ignore[index]
+        return f
