@@ -19,6 +19,15 @@ valid plan) while TRL's loss keeps the unconstrained log-probabilities (what vLL
 give a TRL user: :mod:`rltf.comparison.grpo_trainer`). Prompts are the RLTF planner's (the chat
 template of an instruct LLM such as SmolLM2, ``planner.model=smollm2``).
 
+Travel (``env.name=travel``, the flat planner: ``configs/grpo-travel-real.yaml``): an itinerary cannot be
+enumerated, so ``grpo.sampling=constrained`` follows the query's grammar lazily, its rows (route, then each
+day's slots) one after the other as one sequence with a separator token between them
+(:mod:`rltf.comparison.lazy_grammar`); the reward judges the plan the completion's rows assemble (its JSON, what
+the env parses). Two more held-out rows then decode greedily in that sequence format, the one GRPO trains in
+(``finetuned_seq``, ``grpo_seq``). ``grpo.warm_start=text`` fine-tunes on the solver plans' JSON text (what
+``grpo.sampling=free`` must write, up to ``planner.max_plan_tokens``). The table has the travel evaluator's
+columns and the mean reward; the last line reads ``held-out reward: ...``. Agent flows are refused.
+
 Evaluation on the held-out tasks (``eval.splits``): the fine-tuned and the GRPO planner by the main
 job's constrained beam search (``finetuned`` / ``grpo``, the evaluation RLTF gets) and by
 unconstrained greedy decoding parsed as written (``*_free``), with the fraction of valid plans;
@@ -55,9 +64,11 @@ from rltf.comparison.grpo import (  # noqa: E402
     free_text_schema,
     make_grpo_trainer,
     reward_history,
+    sequence_schema,
     text_finetune,
     training_curve,
 )
+from rltf.comparison.lazy_grammar import separator_id  # noqa: E402
 from rltf.config.loading import ConfigError, RunConfig, load_config  # noqa: E402
 from rltf.rl.training_state import VALIDATION_SCORE  # noqa: E402
 from rltf.run.tracking import write_json  # noqa: E402
@@ -66,6 +77,7 @@ from rltf.stages.describe import check_run_folder  # noqa: E402
 from rltf.stages.recipe import run_recipe  # noqa: E402
 
 DEFAULT_CONFIG = "configs/grpo-lite.yaml"
+GRPO_ENVS = ("openagi", "travel")  # travel: the flat planner, its itineraries sampled lazily row by row
 
 
 def parse_args(argv: list[str]) -> RunConfig:
@@ -80,8 +92,12 @@ def check_run(cfg: RunConfig) -> None:
     """What this recipe refuses before anything loads."""
     if cfg.resume:
         raise ConfigError("train/grpo.py does not resume runs: start a new one (another run_name, or overwrite=true)")
-    if cfg.env.name != "openagi":
-        raise ConfigError(f"train/grpo.py is the OpenAGI baseline; env.name={cfg.env.name!r} is not supported")
+    if cfg.env.name not in GRPO_ENVS:
+        raise ConfigError(f"train/grpo.py trains planners of {' and '.join(GRPO_ENVS)}; env.name={cfg.env.name!r} "
+                          "is not supported")
+    if cfg.flow.enabled:
+        raise ConfigError("train/grpo.py trains the flat planner (one plan per query); flow.enabled=true: expected "
+                          "false (agent flows train with train/rltf.py)")
     beta = cfg.rltf.kl_coef if cfg.grpo.beta is None else cfg.grpo.beta
     if cfg.grpo.warm_start == "text" and cfg.planner.lora.enabled and cfg.sft.enabled and beta > 0:
         # TRL's reference of a LoRA model is the base with the adapter off: the untuned model, not the text SFT
@@ -108,7 +124,8 @@ def describe(cfg: RunConfig) -> str:
         f"planner     {p.model} (arch {p.arch}: GRPO trains decoder-only planners; dtype {p.dtype})",
         f"warm start  {warm}",
         f"grpo        {r.steps} steps x {r.tasks_per_batch} tasks x {r.k_samples} generations ("
-        + ("under the plan grammar, TRL loss on unconstrained log-probs" if g.sampling == "constrained"
+        + ("under the plan grammar" + ("" if cfg.env.name == "openagi" else " (lazily, its rows as one sequence)")
+           + ", TRL loss on unconstrained log-probs" if g.sampling == "constrained"
            else "free text")
         + "), "
         f"lr {r.lr:g}, "
@@ -139,12 +156,20 @@ def run(cfg: RunConfig) -> dict:
             stages.fine_tune(job, planner, envs, start_dir)
             planner = stages.start_rltf_from_sft(job, planner, start_dir, resumed=False)
         else:  # unconstrained NLL of the reference plan text
-            history = text_finetune(planner, envs.splits["train"], epochs=cfg.sft.epochs, lr=cfg.sft.lr,
-                                    batch_size=cfg.sft.batch_size, seed=cfg.seed)
+            sft_tasks, plan_text = _text_sft_data(cfg, envs.splits["train"])
+            history = text_finetune(planner, sft_tasks, epochs=cfg.sft.epochs, lr=cfg.sft.lr,
+                                    batch_size=cfg.sft.batch_size, seed=cfg.seed, plan_text=plan_text)
             planner.save_pretrained(start_dir)
             write_json(job.run_dir / "sft_history.json", history)
             job.log(f"text SFT: nll {history[0]['sft/nll']:.3f} -> {history[-1]['sft/nll']:.3f}" if history else "")
     constrained = {"finetuned": stages.evaluate(job, ["finetuned"], planner, envs, tasks)["finetuned"]}
+    separator = None
+    if grpo.sampling == "constrained" and cfg.env.name != "openagi":  # sampled lazily: scored that way too
+        separator = separator_id(planner.tokenizer, [e.grammar(planner.tokenizer, t) for e, split in
+                                                     ((envs.train, envs.splits["train"]), (envs.held_out, tasks))
+                                                     for t in split])
+        constrained["finetuned_seq"] = sequence_schema("finetuned_seq", planner, envs.held_out, tasks, separator)
+        job.log(f"fine-tuned, greedy lazy sequence {constrained['finetuned_seq'].overall:.4f}")
     free = {"finetuned_free": free_text_schema("finetuned_free", planner, envs.held_out, tasks, max_tokens)}
     job.log(f"fine-tuned, free text {free['finetuned_free'].result.overall:.4f} "
             f"(valid {free['finetuned_free'].valid_fraction:.2f})")
@@ -156,7 +181,7 @@ def run(cfg: RunConfig) -> dict:
     periodic = PeriodicEval(cfg.rltf.eval_every, validation_score)
     t0 = time.perf_counter()
     trainer, reward = make_grpo_trainer(cfg, planner, envs.train, envs.splits["train"], job.run_dir / "grpo", grpo,
-                                        reference_dir=start_dir, callbacks=[periodic])
+                                        reference_dir=start_dir, callbacks=[periodic], separator=separator)
     trainer.train()
     history = reward_history(trainer)
     job.log(f"GRPO ({grpo.sampling} sampling): {cfg.rltf.steps} steps in {time.perf_counter() - t0:.0f}s; train reward "
@@ -166,6 +191,9 @@ def run(cfg: RunConfig) -> dict:
     r = stages.evaluate(job, ["rltf"], planner, envs, tasks, log=False)["rltf"]
     constrained["grpo"] = dataclasses.replace(r, schema="grpo")
     job.log(f"grpo {constrained['grpo'].overall:.4f}")
+    if separator is not None:
+        constrained["grpo_seq"] = sequence_schema("grpo_seq", planner, envs.held_out, tasks, separator)
+        job.log(f"grpo, greedy lazy sequence {constrained['grpo_seq'].overall:.4f}")
     free["grpo_free"] = free_text_schema("grpo_free", planner, envs.held_out, tasks, max_tokens)
     job.log(f"grpo, free text {free['grpo_free'].result.overall:.4f} (valid {free['grpo_free'].valid_fraction:.2f})")
     constrained |= stages.evaluate(job, {"reference", "oracle"} & set(cfg.eval.schemas), None, envs, tasks,
@@ -174,7 +202,7 @@ def run(cfg: RunConfig) -> dict:
 
     title = (f"held-out ({'+'.join(dict.fromkeys(cfg.eval.splits))}) tasks, GRPO run {cfg.run_name}, "
              f"seed {cfg.seed}, {cfg.rltf.steps} steps")
-    table, md = comparison_table(constrained, free, tasks, title)
+    table, md = comparison_table(constrained, free, tasks, title, None if cfg.env.name == "openagi" else envs.held_out)
     summary = {"table": table, "grpo": dataclasses.asdict(grpo),
                "plans": {k: v.plans for k, v in constrained.items()} | {k: v.result.plans for k, v in free.items()},
                "scores": {k: v.scores for k, v in constrained.items()} | {k: v.result.scores for k, v in free.items()},
@@ -190,9 +218,18 @@ def run(cfg: RunConfig) -> dict:
     rows = table["rows"]
     job.log("\n" + md)
     job.log(f"run folder: {job.run_dir}  ({summary['seconds']:.0f}s)")
-    job.log(f"held-out overall: finetuned={rows['finetuned']['overall']:.4f} grpo={rows['grpo']['overall']:.4f} "
+    col = "overall" if "overall" in rows["grpo"] else "reward"  # travel's table: its metrics and the mean reward
+    job.log(f"held-out {col}: finetuned={rows['finetuned'][col]:.4f} grpo={rows['grpo'][col]:.4f} "
             f"grpo_valid={rows['grpo_free']['valid']:.4f}")
     return summary
+
+
+def _text_sft_data(cfg: RunConfig, tasks: list) -> tuple[list, object]:
+    """The text warm start's tasks and its ``plan_text`` (None: OpenAGI's canonical plan text). Travel's reference
+    plan is the solver plan's JSON text, what the env's parser reads (queries without one are left out)."""
+    if cfg.env.name == "openagi":
+        return tasks, None
+    return [t for t in tasks if t.reference_plan], lambda t: t.reference_plan
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -101,3 +101,12 @@ def unordered_set_weights(logp: np.ndarray, rewards: np.ndarray, complete: bool)
         r2 = np.exp(log_without2[s, others] - log_without[s])  # R^{D∖s}(S∖s, s')
         baselines[s] = p[s] * f[s] + float(np.sum(p[others] * r2 * f[others]))
     return weights, baselines
+
+
+def set_estimate(logp: np.ndarray, rewards: np.ndarray, complete: bool) -> float:
+    """The unordered-set estimate of E_π[f] from one set S: Σ_{s∈S} p(s)·R(S, s)·f(s), unbiased
+    (P(B₁ = s | S) = p(s)R(S, s): the first plan drawn, averaged over which one it was); exact when S
+    holds every valid plan. What ``train/reward_estimate`` logs: the mean reward of K *distinct* plans
+    is not an estimate of E[R] (a rare plan counts as much as the mode)."""
+    weights, _ = unordered_set_weights(logp, rewards, complete)
+    return float(np.dot(weights, np.asarray(rewards, dtype=np.float64)))

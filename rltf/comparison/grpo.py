@@ -46,19 +46,23 @@ no reporting integrations and no hub.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
+from transformers import LogitsProcessorList
 from transformers.trainer_callback import PrinterCallback, TrainerCallback
 
 from constrained_decoding.prompts import encode_prompts, format_prompt
+from constrained_decoding.protocol import Grammar
 from envs.openagi.plans import format_plan
 from envs.protocol import RLTFEnv, Task
+from rltf.comparison import lazy_grammar as lazy
 from rltf.config.loading import RunConfig
 from rltf.config.sections import GrpoSettings
 from rltf.evaluation import schemas as ev
@@ -84,19 +88,29 @@ class EnvReward:
     (``task_id``), all ``B x G`` long. All completions of a call are scored in one
     ``env.reward_plans`` call (a task's plans on the same sample subset), the subsets drawn from
     ``(seed, call, process)`` like RLTF's ``(seed, step, process)``. Every call is kept in
-    :attr:`calls`; the fraction of valid plans is logged through TRL's ``log_metric`` as ``valid``."""
+    :attr:`calls`; the fraction of valid plans is logged through TRL's ``log_metric`` as ``valid``.
+    ``to_plan(task_id, completion_ids)``, when given, turns a completion's token ids into the plan
+    text the env judges (a lazily constrained completion's rows -> the plan's canonical text:
+    :func:`rltf.comparison.lazy_grammar.completion_plan_text`; None: the completion's own text)."""
 
     __name__ = "env_reward"
 
-    def __init__(self, env: RLTFEnv, seed: int = 0, process_index: int = 0):
-        self.env, self.seed, self.process_index = env, seed, process_index
+    def __init__(self, env: RLTFEnv, seed: int = 0, process_index: int = 0,
+                 to_plan: Callable[[int, Sequence[int]], str | None] | None = None):
+        self.env, self.seed, self.process_index, self.to_plan = env, seed, process_index, to_plan
         self.calls: list[RewardCall] = []
 
     def __call__(self, prompts: Sequence[str], completions: Sequence[str], task_id: Sequence[int],
                  **kwargs) -> list[float]:
         texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
         rng = np.random.default_rng([self.seed, len(self.calls), self.process_index, 1])
-        results = self.env.reward_plans([(int(t), x.strip()) for t, x in zip(task_id, texts)], rng=rng)
+        judged = [x.strip() for x in texts]
+        if self.to_plan is not None:
+            ids = kwargs.get("completion_ids")
+            if ids is None or len(ids) != len(texts):
+                raise ValueError("EnvReward with to_plan needs TRL's completion_ids, one per completion")
+            judged = [self.to_plan(int(t), i) or x for t, i, x in zip(task_id, ids, judged)]
+        results = self.env.reward_plans(list(zip((int(t) for t in task_id), judged)), rng=rng)
         rewards = [float(r.reward) if math.isfinite(r.reward) else 0.0 for r in results]
         valid = [bool(r.valid) for r in results]
         self.calls.append(RewardCall([int(t) for t in task_id], list(texts), rewards, valid,
@@ -148,32 +162,48 @@ def grpo_args(cfg: RunConfig, output_dir: str | os.PathLike, grpo: GrpoSettings 
 
 def make_grpo_trainer(cfg: RunConfig, planner: Planner, env: RLTFEnv, tasks: Sequence[Task],
                       output_dir: str | os.PathLike, grpo: GrpoSettings | None = None,
-                      reference_dir: str | os.PathLike | None = None, callbacks=None, **overrides):
+                      reference_dir: str | os.PathLike | None = None, callbacks=None, separator: int | None = None,
+                      **overrides):
     """A ``GRPOTrainer`` (:class:`PlannerGRPOTrainer`: rltf's prompt ids; under the plan grammar
     with ``grpo.sampling=constrained``) training ``planner.model`` in place on ``tasks`` with
     :class:`EnvReward` on ``env``. Returns ``(trainer, reward)``. With a KL term (``beta > 0``) TRL
-    builds its reference model from ``reference_dir`` (the saved start policy: the SFT folder)."""
+    builds its reference model from ``reference_dir`` (the saved start policy: the SFT folder).
+    Constrained sampling off OpenAGI follows each grammar lazily (:mod:`rltf.comparison.lazy_grammar`:
+    itineraries are too many to enumerate) with ``separator`` between rows (None: chosen from the train
+    grammars), the completion length the grammars' longest sequence, and the reward judging the plan of
+    each completion's ids."""
     from rltf.comparison.grpo_trainer import PlannerGRPOTrainer  # imports TRL: only when a trainer is built
 
     g = grpo or cfg.grpo
     if planner.is_encoder_decoder:
         raise ValueError("TRL's GRPOTrainer trains decoder-only models: use a causal planner "
                          "(planner.arch=causal; the embedded planner builds a LLaMA with it)")
+    grammars = ({int(t.id): env.grammar(planner.tokenizer, t) for t in tasks} if g.sampling == "constrained"
+                else None)
+    to_plan = None
+    if grammars is not None and cfg.env.name != "openagi":  # plans too many to enumerate: the rows, lazily
+        if separator is None:
+            separator = lazy.separator_id(planner.tokenizer, list(grammars.values()))
+        to_plan = functools.partial(_lazy_plan_text, grammars, separator)
+        longest = max(lazy.longest_sequence(gr) for gr in {id(gr): gr for gr in grammars.values()}.values())
+        overrides.setdefault("max_completion_length", longest)  # no plan cut short
     args = grpo_args(cfg, output_dir, grpo, **overrides)
     if args.beta > 0:
         if reference_dir is None:
             raise ValueError("GRPO with beta > 0 (rltf.kl_coef) needs reference_dir: the saved start policy")
         model = planner.model.get_base_model() if planner.is_peft else planner.model
         model.config._name_or_path = str(Path(reference_dir).resolve())
-    reward = EnvReward(env, cfg.seed)
-    grammars = ({int(t.id): env.grammar(planner.tokenizer, t) for t in tasks} if g.sampling == "constrained"
-                else None)
+    reward = EnvReward(env, cfg.seed, to_plan=to_plan)
     trainer = PlannerGRPOTrainer(model=planner.model, reward_funcs=[reward], args=args,
                                  train_dataset=prompt_dataset(tasks, False, planner.tokenizer),
                                  processing_class=planner.tokenizer, encoder_decoder=False, grammars=grammars,
-                                 callbacks=[*(callbacks or []), _StepLog(cfg.logging.log_every)])
+                                 separator=separator, callbacks=[*(callbacks or []), _StepLog(cfg.logging.log_every)])
     trainer.remove_callback(PrinterCallback)  # one dict per step otherwise: _StepLog prints a short line
     return trainer, reward
+
+
+def _lazy_plan_text(grammars: dict[int, Grammar], separator: int, task_id: int, ids: Sequence[int]) -> str | None:
+    return lazy.completion_plan_text(grammars[task_id], separator, ids)
 
 
 class _StepLog(TrainerCallback):
@@ -232,19 +262,21 @@ def reward_history(trainer) -> list[dict]:
 
 # ------------------------------------------------------------------------------ warm start
 def text_finetune(planner: Planner, tasks: Sequence[Task], *, epochs: int, lr: float, batch_size: int, seed: int,
-                  max_grad_norm: float = 1.0) -> list[dict]:
+                  max_grad_norm: float = 1.0, plan_text: Callable[[Task], str] | None = None) -> list[dict]:
     """Unconstrained supervised fine-tuning of a causal planner: mean token NLL of each task's
     canonical reference plan text (:func:`envs.openagi.plans.format_plan`: GRPO is OpenAGI's baseline) and EOS after its
     prompt (:func:`constrained_decoding.prompts.encode_prompts`: the chat template of an instruct LLM, else
     BOS, description, ``"\\nPlan:"``), prompt tokens unscored; a LoRA planner trains its adapter; one process, the
     batch order of :mod:`rltf.rl.sft` (a permutation seeded by ``(seed, epoch)``). Returns one row per epoch
-    (``sft/nll``)."""
+    (``sft/nll``). ``plan_text(task)``: another env's text of the reference plan (travel: the solver plan's JSON,
+    what the env's parser reads)."""
     if planner.is_encoder_decoder:
         raise ValueError("text_finetune fine-tunes causal planners")
     model, tok = planner.model, planner.tokenizer
     tasks = list(tasks)
     prompts = encode_prompts(tok, [t.description for t in tasks], False)
-    plans = tok([format_plan(t.reference_plan) for t in tasks], add_special_tokens=False)["input_ids"]
+    texts = [format_plan(t.reference_plan) if plan_text is None else plan_text(t) for t in tasks]
+    plans = tok(texts, add_special_tokens=False)["input_ids"]
     rows = [(p, list(x) + [tok.eos_token_id]) for p, x in zip(prompts, plans)]
     steps_per_epoch = -(-len(tasks) // batch_size)
     optimizer, scheduler = make_optimizer(model, lr, epochs * steps_per_epoch)
@@ -305,13 +337,47 @@ def free_text_schema(name: str, planner: Planner, env: RLTFEnv, tasks: Sequence[
     return FreeTextResult(res, {t.id: x for t, x in zip(tasks, texts)}, valid)
 
 
+def sequence_schema(name: str, planner: Planner, env: RLTFEnv, tasks: Sequence[Task], separator: int,
+                    batch_size: int = 16) -> ev.SchemaResult:
+    """Greedy decoding of each task's plan as the lazily constrained sequence constrained GRPO samples
+    (:mod:`rltf.comparison.lazy_grammar`, the same ``separator``): a GRPO planner in the format it was trained
+    in (rltf's beam search writes branch rows in parallel), every plan valid, scored by ``env``."""
+    model, tok = planner.model, planner.tokenizer
+    grammars = [env.grammar(tok, t) for t in tasks]
+    device = next(model.parameters()).device
+    texts: list[str | None] = []
+    was_training = model.training
+    model.eval()
+    try:
+        for i in range(0, len(tasks), batch_size):
+            part, gs = tasks[i : i + batch_size], grammars[i : i + batch_size]
+            enc = tok.pad({"input_ids": encode_prompts(tok, [t.description for t in part], False)},
+                          return_tensors="pt").to(device)
+            processor = lazy.LazyGrammarLogitsProcessor(gs, separator)
+            with torch.inference_mode():
+                gen = model.generate(**enc, max_new_tokens=max(lazy.longest_sequence(g) for g in gs), do_sample=False,
+                                     num_beams=1, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                                     logits_processor=LogitsProcessorList([processor]))
+            texts += [lazy.completion_plan_text(g, separator, row)
+                      for g, row in zip(gs, gen[:, enc["input_ids"].shape[1]:].tolist())]
+    finally:
+        model.train(was_training)
+    if None in texts:  # pragma: no cover - the processor allows nothing else
+        raise RuntimeError(f"{name}: greedy decoding under the lazy grammar wrote no plan for a task")
+    res = ev.SchemaResult(name)
+    for t, r in zip(tasks, env.reward_plans(list(zip(tasks, texts)))):
+        res.plans[t.id], res.scores[t.id] = r.plan_text, r.reward
+    return res
+
+
 def comparison_table(constrained: dict[str, ev.SchemaResult], free: dict[str, FreeTextResult],
-                     tasks: Sequence[Task], title: str) -> tuple[dict, str]:
+                     tasks: Sequence[Task], title: str, env: RLTFEnv | None = None) -> tuple[dict, str]:
     """The held-out table: per metric family and overall for each constrained (beam search) and
     free-text (greedy, parsed) schema, plus the fraction of valid plans (1 for constrained
-    decoding). Returns ``(table, markdown)``."""
+    decoding); ``env`` (travel's held-out env): its own columns and the mean reward instead
+    (:func:`rltf.evaluation.schemas.results_table`). Returns ``(table, markdown)``."""
     results = [*constrained.values(), *(f.result for f in free.values())]
-    table = ev.results_table(results, tasks)
+    table = ev.results_table(results, tasks, env)
     valid = {**{k: 1.0 for k in constrained}, **{k: f.valid_fraction for k, f in free.items()}}
     for schema, row in table["rows"].items():
         row["valid"] = valid[schema]

@@ -24,7 +24,10 @@ The grammar's language is every valid plan's canonical text tokenised whole (``g
 of each of ``grammar.enumerate()``) then EOS, as one left-to-right row: what TRL's single-sequence
 sampler can follow (rltf's own decoder writes a nonlinear plan's branches as parallel rows; the
 plan texts are the same). It enumerates the plans, so it suits small plan languages (OpenAGI's:
-at most a few thousand plans per task signature).
+at most a few thousand plans per task signature). A grammar that cannot be enumerated (a travel
+itinerary) is followed lazily instead (``separator`` given): its rows one after the other as one
+sequence, a separator token between rows (:mod:`rltf.comparison.lazy_grammar`), every completion
+a valid plan whose canonical text the reward judges.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from constrained_decoding.dfa import TokenDFA, build_dfa
 from constrained_decoding.prompts import encode_formatted
 from constrained_decoding.protocol import Grammar
 from constrained_decoding.rows import encode_texts, special_ids
+from rltf.comparison.lazy_grammar import LazyGrammarLogitsProcessor
 
 
 def plan_text_language(tokenizer, grammars: Sequence[Grammar]) -> tuple[TokenDFA, dict[int, int]]:
@@ -96,16 +100,19 @@ class GrammarLogitsProcessor(LogitsProcessor):
 class PlannerGRPOTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` whose prompt ids are rltf's (:func:`encode_formatted`) and which, given
     ``grammars`` (task id -> the env's grammar of that task), samples under the plan grammar (see
-    the module docstring). The train dataset needs a ``task_id`` column for constrained sampling."""
+    the module docstring): over its enumerated plan texts, or, with ``separator`` (a token id:
+    :func:`rltf.comparison.lazy_grammar.separator_id`), lazily row by row. The train dataset needs a
+    ``task_id`` column for constrained sampling."""
 
     def __init__(self, *args, encoder_decoder: bool = False, grammars: Mapping[int, Grammar] | None = None,
-                 **kwargs):
+                 separator: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.encoder_decoder = encoder_decoder
         self.grammars = dict(grammars) if grammars is not None else None
+        self.separator = separator
         self._row_tasks: list[int] | None = None
         self.plan_dfa, self.plan_starts = (plan_text_language(self._tokenizer, list(self.grammars.values()))
-                                           if self.grammars is not None else (None, {}))
+                                           if self.grammars is not None and separator is None else (None, {}))
         if self.grammars is not None and self.use_vllm:
             raise ValueError("constrained GRPO sampling runs on transformers' generate; with vLLM use TRL's "
                              "vllm_structured_outputs_regex instead")
@@ -131,8 +138,11 @@ class PlannerGRPOTrainer(GRPOTrainer):
         missing = sorted(set(self._row_tasks) - set(self.grammars))
         if missing:
             raise KeyError(f"constrained GRPO sampling: no grammar for task id(s) {missing}")
-        processor = GrammarLogitsProcessor(self.plan_dfa,
-                                           [self.plan_starts[id(self.grammars[t])] for t in self._row_tasks])
+        if self.separator is not None:  # the grammar's rows as one sequence, never enumerated
+            processor = LazyGrammarLogitsProcessor([self.grammars[t] for t in self._row_tasks], self.separator)
+        else:
+            processor = GrammarLogitsProcessor(self.plan_dfa,
+                                               [self.plan_starts[id(self.grammars[t])] for t in self._row_tasks])
         model = self.accelerator.unwrap_model(self.model_wrapped)
         generate = model.generate  # TRL calls unwrapped_model.generate(**inputs, generation_config=...)
 

@@ -20,6 +20,7 @@ checkpoints, the selected planner) is :class:`rltf.rl.trainer.Trainer`.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 
 from rltf.algorithms.baselines import Baseline, SetDraws, normalize
+from rltf.algorithms.unordered_set import set_estimate
 from rltf.run.distributed import gather_objects, launch_share
 
 if TYPE_CHECKING:
@@ -119,6 +121,7 @@ class LossWeights(NamedTuple):
     advantages: np.ndarray  # every process's advantages R - b
     baselines: np.ndarray  # every process's baselines b
     rewards: np.ndarray  # every process's rewards R
+    reward_estimate: float = math.nan  # drawn without replacement: the mean over tasks of E[R]'s estimate
 
 
 def loss_weights(rewards: np.ndarray, task_ids: np.ndarray, logp: np.ndarray, kl: np.ndarray,
@@ -163,7 +166,9 @@ def _set_weights(rewards, task_ids, logp, kl, baseline: Baseline, rl: RltfSettin
     shaped = adv_all[lo : lo + len(rewards)]
     if rl.normalize_rewards:
         shaped = normalize(shaped, float(adv_all.std()))
-    return LossWeights(shaped, adv_all, base_all, all_rewards)
+    estimates = [set_estimate(all_logp[all_ids == t], all_rewards[all_ids == t], bool(all_complete[all_ids == t].all()))
+                 for t in np.unique(all_ids)]
+    return LossWeights(shaped, adv_all, base_all, all_rewards, float(np.mean(estimates)) if estimates else math.nan)
 
 
 # ------------------------------------------------------------------------------ 3. the metrics
@@ -182,8 +187,10 @@ def step_metrics(weights: LossWeights, loss: torch.Tensor, logp: torch.Tensor, k
     ``sampled_logp`` the sampler's own log π_c of the same samples, ``plans`` their (task id, plan
     text), ``applied`` what the update did (:func:`rltf.rl.update.policy_update`), ``started`` the
     step's ``time.perf_counter()``."""
+    estimate = {} if math.isnan(weights.reward_estimate) else {"train/reward_estimate": weights.reward_estimate}
     return {
         "train/reward": float(weights.rewards.mean()),
+        **estimate,  # (drawn without replacement: train/reward is the mean over distinct plans)
         "train/baseline": float(weights.baselines.mean()),
         "train/advantage": float(np.abs(weights.advantages).mean()),
         "train/loss": float(loss.detach()),

@@ -10,7 +10,7 @@ from accelerate import Accelerator
 
 from constrained_decoding.without_replacement import sample_distinct_plans
 from rltf.algorithms.baselines import BASELINES, Baseline, SetDraws
-from rltf.algorithms.unordered_set import log_set_integrals, unordered_set_weights
+from rltf.algorithms.unordered_set import log_set_integrals, set_estimate, unordered_set_weights
 from rltf.config.loading import ConfigError, load_config
 from rltf.rl.trainer import RLTFTrainer
 from rltf.stages.flow_job import check_flow_job
@@ -88,6 +88,20 @@ def test_no_bias_over_every_set_and_the_exact_gradient_from_all_plans(n, k, scal
         np.testing.assert_allclose(values[0][1], exact, atol=1e-12)
 
 
+@pytest.mark.parametrize("n,k,scale", [(5, 2, 0.5), (6, 3, 2.0), (7, 4, 4.0)])
+def test_the_logged_estimate_of_the_expected_reward_has_no_bias_where_the_mean_of_distinct_plans_has(n, k, scale):
+    rng = np.random.default_rng(11 + n + k)
+    p, f = distribution(rng, n, scale), rng.random(n)
+    sets = list(itertools.combinations(range(n), k))
+    probs = np.array([set_probability(p, s) for s in sets])
+    np.testing.assert_allclose(probs.sum(), 1.0, atol=1e-9)
+    estimates = np.array([set_estimate(np.log(p[list(s)]), f[list(s)], complete=False) for s in sets])
+    means = np.array([f[list(s)].mean() for s in sets])
+    np.testing.assert_allclose(probs @ estimates, p @ f, atol=1e-9)
+    assert abs(probs @ means - p @ f) > 1e-3  # the plain mean of K distinct plans is biased
+    assert set_estimate(np.log(p), f, complete=True) == pytest.approx(p @ f, abs=1e-12)
+
+
 def test_without_its_baseline_it_rao_blackwellises_one_sample():
     """No baseline: E[estimate] is still the gradient and its variance is at most that of
     ∇log p(x) f(x) for one x ~ p (the estimator averages it over which element came first)."""
@@ -135,6 +149,7 @@ def test_a_training_step_draws_distinct_plans_and_weights_them(tmp_path):
         # distinct (each executed once); all of them when the task has fewer than k_samples
         assert len(plans) == len(set(plans)) == min(cfg.rltf.k_samples, len(every.plans))
     assert row["train/distinct_plans"] == 1.0 and row["train/logprob_mismatch"] < 1e-4
+    assert 0.0 <= row["train/reward_estimate"] <= 1.0
     assert np.isfinite(row["train/loss"]) and np.abs(b.advantages).sum() > 0
 
 
