@@ -25,7 +25,7 @@ is installed or cached. It cannot travel to the offline GPU box: the device run 
 
     bash benchmarks/gpu_wheels.sh --install && python3 benchmarks/gpu_fair_check.py --out $OUT/gpu_fair_check.json
 
-(~2 minutes on one H100-class GPU at the defaults: 6 steps of 8 x 8 plans per arm, 2 SFT epochs,
+(expected: ~2 minutes on one H100-class GPU at the defaults: 6 steps of 8 x 8 plans per arm, 2 SFT epochs,
 bf16). On the CPU (``--device cpu`` or no CUDA): fp32 and tiny step counts. One JSON (``--out``,
 default ``$OUT/gpu_fair_check.json`` when ``OUT`` is set, else ``gpu_fair_check.json``) and a short
 table; the exit status is 1 when an arm failed or the start weights differ, 2 on bad arguments.

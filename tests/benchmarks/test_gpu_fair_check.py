@@ -130,3 +130,12 @@ def test_a_failing_start_is_one_line_and_exit_1(fair, tmp_path, capsys, fresh_ac
     assert "rltf.baseline" in report["error"] and "bogus" in report["error"] and report["arms"] == {}
     err = capsys.readouterr().err
     assert "start weights failed" in err and "bogus" in err
+
+
+def test_an_arm_that_fails_in_its_process_is_recorded_with_its_error(fair, tmp_path):
+    args = fair.parse_args(TINY)
+    device, precision = fair.resolve(args)
+    missing = tmp_path / "no-such-planner"
+    entry = fair.spawn_arm("rltf", args, device, precision, tmp_path, str(missing))
+    assert entry["status"] == "failed" and entry["at"], entry
+    assert "no-such-planner" in entry["error"], entry
