@@ -289,6 +289,12 @@ PAGES = (
          "`python train/compare.py suite=verdict-lite` (`configs/compare/verdict-lite.yaml`): 40 steps × 8 tasks × "
          "8 plans per trained arm from the same SFT start, 5 seeds, held-out = the 8 validation + 10 test tasks.",
          image="compare-verdict-lite.png", discussion="../algorithm/grpo-baseline.md"),
+    Page("verdict-travel", "RLTF against TRL GRPO on the real TravelPlanner tables (flat, embedded planner)",
+         RESULTS / "verdict-travel", render_compare,
+         "`python train/compare.py suite=verdict-travel` (`configs/compare/verdict-travel.yaml`): the flat "
+         "planner as a causal LLaMA over the real tables (generated flights and queries), 40 steps × 8 queries × "
+         "4 plans per trained arm from the same SFT start, held-out = the 72 test queries. Sandbox numbers.",
+         image="compare-verdict-travel.png", discussion="../algorithm/grpo-baseline.md"),
     Page("objectives-travel", "Objectives on the travel MTP flow", RESULTS / "objectives-travel", render_compare,
          "`python train/compare.py suite=objectives-travel` (`configs/compare/objectives-travel.yaml`): 12 "
          "steps × 4 queries × 4 passes per arm from the same solver-taught warm start, 18 held-out test queries.",
