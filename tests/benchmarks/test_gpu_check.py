@@ -29,15 +29,6 @@ def gpu_check():
     return module
 
 
-@pytest.fixture
-def fresh_accelerate_state():
-    from accelerate.state import AcceleratorState
-
-    AcceleratorState._reset_state(True)
-    yield
-    AcceleratorState._reset_state(True)
-
-
 def _timed(record: dict) -> None:
     assert record["wall_s"] > 0 and record["cpu_s"] >= 0, record
     assert "peak_gpu_mib" not in record  # no GPU: no GPU memory figure

@@ -29,15 +29,6 @@ def fair():
     return module
 
 
-@pytest.fixture
-def fresh_accelerate_state():
-    from accelerate.state import AcceleratorState
-
-    AcceleratorState._reset_state(True)
-    yield
-    AcceleratorState._reset_state(True)
-
-
 def test_both_arms_same_weights_same_tasks_valid_plans_every_phase(fair, tmp_path, capsys, fresh_accelerate_state):
     out = tmp_path / "fair.json"
     assert fair.main([*TINY, "--out", str(out)]) == 0

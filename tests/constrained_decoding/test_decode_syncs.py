@@ -20,9 +20,8 @@ from constrained_decoding.dfa import build_dfa
 from constrained_decoding.finish_bounds import steps_to_final, table_bounds
 from constrained_decoding.row_draws import multinomial_one
 from envs.openagi.grammar import plan_grammars
-from envs.openagi.plans import PlanLimits
-from envs.openagi.registry import IMAGE, TEXT
-from tests.tiny_models import bpe_tokenizer, small_registry, tiny_llama, tiny_t5, unigram_tokenizer
+from tests.flows.test_flow_batched import LIMITS, REG, TASKS  # the branching OpenAGI tasks those tests sample
+from tests.tiny_models import bpe_tokenizer, tiny_llama, tiny_t5, unigram_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,12 +29,6 @@ PLANNERS = {
     "t5": lambda: (tiny_t5(unigram_tokenizer(), seed=1), unigram_tokenizer()),
     "llama": lambda: (tiny_llama(bpe_tokenizer(), seed=2), bpe_tokenizer()),
 }
-REG = small_registry()
-LIMITS = PlanLimits(max_tools=3, max_branch=2, max_tail=1)
-TASKS = [("Given noisy blurry image, how to return the caption in English step by step?", ((IMAGE,), TEXT)),
-         ("Given noisy image and clozed English query, how to answer the question in German step by step?",
-          ((IMAGE, TEXT), TEXT)),
-         ("Given clozed English text, how to translate the text in German step by step?", ((TEXT,), TEXT))]
 
 
 def test_multinomial_one_draws_what_torch_multinomial_draws():
