@@ -30,6 +30,11 @@ the reward, the update (backward, clipping and the optimizer step) and, inside t
 gradient all-reduce, whose wall time is mostly waiting for the slower process. Printed per process.
 
 ``--repeats R`` runs the pair R times (1, 2, 1, 2, ...) and prints each ratio's median.
+``--per-process-tasks T`` fixes each process's batch instead of the global one (weak scaling, the way a
+per-device batch scales with ``accelerate launch``): a launch of N processes gets ``rltf.tasks_per_batch=N*T``,
+so every process samples and executes as many plans per step as the one-process launch. Without it the global
+batch is the config's (strong scaling): each of N processes gets 1/N of it, and a decode step at a smaller
+batch costs more than 1/N on a CPU (its weights are read from memory once per step, whatever the batch).
 ``--by-task`` runs the 2-process launches with each process executing its own tasks' plans itself
 (the code before the execution was shared by sample: ``envs/openagi/split_rewards.py``).
 
@@ -41,7 +46,8 @@ Both launches read the same on-disk oracle store (``envs/openagi/oracle/store.py
 what is missing, so job CPU compares the jobs with a warm oracle (``RLTF_ORACLE_CACHE=0`` in the
 environment: both search it, each process its share of the held-out tasks).
 
-    python benchmarks/processes.py [--steps 30] [--processes 2] [--repeats 1] [key=value ...]
+    python benchmarks/processes.py [--steps 30] [--processes 2] [--repeats 1] [--per-process-tasks T] [key=value ...]
+    python benchmarks/processes.py --steps 10 config=configs/smollm2-lora.yaml 'eval.schemas=[rltf]'   # SmolLM2
 
 The last line is ``2/1 processes: plans/s <wall ratio> (CPU <cpu ratio>), job CPU <ratio>; cores' ceiling <ratio>``.
 """
@@ -181,10 +187,14 @@ def ceiling(processes: int, job: list[str], out: Path, alone: float) -> float:
 
 
 # ------------------------------------------------------------------------------ the report
-def report(pairs: list[list[dict]], ceiling_ratio: float) -> dict:
+def report(pairs: list[list[dict]], ceiling_ratio: float, job: str = "configs/default.yaml",
+           per_process_tasks: int | None = None) -> dict:
     one, many = pairs[-1]
-    print(f"main job (configs/default.yaml) from one fine-tuned planner, {one['steps']} RLTF steps x "
-          f"{one['plans'] // max(one['steps'], 1)} plans; one thread per process; CPU s = process CPU time "
+    scaling = (f"weak scaling: {per_process_tasks} tasks per process and step" if per_process_tasks else
+               "strong scaling: the same global batch split over the processes")
+    print(f"main job ({job}) from one fine-tuned planner, {one['steps']} RLTF steps x "
+          f"{one['plans'] // max(one['steps'], 1)} plans (1 process), {many['plans'] // max(many['steps'], 1)} "
+          f"({many['processes']}); {scaling}; one thread per process; CPU s = process CPU time "
           "(time.process_time), summed over processes")
     print()
     print("| processes | RLTF plans/s (wall) | per step (wall, median) | RLTF plans/s (CPU) | RLTF CPU s | job CPU s | "
@@ -230,9 +240,15 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--steps", type=int, default=30, help="rltf.steps of the short job")
     ap.add_argument("--processes", type=int, default=2, help="the launch compared with one process")
     ap.add_argument("--repeats", type=int, default=1, help="pairs of launches (1, then --processes)")
+    ap.add_argument("--per-process-tasks", type=int, default=None,
+                    help="weak scaling: rltf.tasks_per_batch = processes x this (default: the config's, split)")
     ap.add_argument("--by-task", action="store_true", help="processes execute their own tasks' plans themselves")
     ap.add_argument("overrides", nargs="*", help="more key=value overrides of the job (every launch)")
     args = ap.parse_args(argv)
+    def batch(n: int) -> list[str]:
+        return [f"rltf.tasks_per_batch={n * args.per_process_tasks}"] if args.per_process_tasks else []
+
+    config = next((o.split("=", 1)[1] for o in args.overrides if o.startswith("config=")), "configs/default.yaml")
     with tempfile.TemporaryDirectory() as tmp:
         start = fine_tune(Path(tmp), args.overrides)
         pairs = []
@@ -240,13 +256,14 @@ def main(argv: list[str] | None = None) -> dict:
             pair = []
             for n in (1, args.processes):
                 job = [f"output_dir={tmp}", f"run_name=p{n}-{rep}", f"rltf.steps={args.steps}", "rltf.eval_every=0",
-                       "logging.progress_bar=false", f"planner.model={start}", "sft.enabled=false", *args.overrides]
+                       "logging.progress_bar=false", f"planner.model={start}", "sft.enabled=false", *args.overrides,
+                       *batch(n)]
                 pair.append(launch(n, Path(tmp) / f"p{n}-{rep}-timing", job, args.by_task))
             pairs.append(pair)
         job = [f"output_dir={tmp}", f"rltf.steps={args.steps}", "rltf.eval_every=0", "logging.progress_bar=false",
-               f"planner.model={start}", "sft.enabled=false", *args.overrides]
+               f"planner.model={start}", "sft.enabled=false", *args.overrides, *batch(1)]
         alone = statistics.median(pair[0]["plans_per_s_wall"] for pair in pairs)
-        return report(pairs, ceiling(args.processes, job, Path(tmp), alone))
+        return report(pairs, ceiling(args.processes, job, Path(tmp), alone), config, args.per_process_tasks)
 
 
 if __name__ == "__main__":

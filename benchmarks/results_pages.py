@@ -166,13 +166,27 @@ def render_travel_real(folder: Path) -> tuple[list[Path], dict, list[str]]:
     """``benchmarks/travel_real_table.py``'s ``table.json``: per run and mean ± std over seeds."""
     path = folder / "table.json"
     data = _load(path)
-    cols = [c for c in data["rows"][0] if c not in ("method", "run")]
+    cols = list(dict.fromkeys(c for r in data["rows"] for c in r if c not in ("method", "run")))
+
+    def cell(value) -> str:  # scores to 4 places; counts (held-out queries) as they are; blank where absent
+        return "" if value is None else str(value) if isinstance(value, int) else f"{value:.4f}"
+
     lines = ["| run | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    lines += [f"| {r['method']} | " + " | ".join(f"{r[c]:.4f}" for c in cols) + " |" for r in data["rows"]]
+    lines += [f"| {r['method']} | " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in data["rows"]]
     d = data.get("data") or {}
     lines += ["", f"Data (every run the same): {d.get('database')} at `{d.get('path')}` (fingerprint "
                   f"{d.get('fingerprint')}), flights {d.get('flights')}, queries {d.get('queries')}, split "
                   f"{d.get('split')}; evaluated: {d.get('evaluated')}. Runs: {', '.join(data.get('runs', []))}."]
+    same = data.get("same_queries") or []
+    if same:
+        def pm(r: dict, key: str) -> str:
+            return f"{r[key]:.4f}" + (f" ± {r[key + ' std']:.4f}" if r.get(key + " std") is not None else "")
+
+        lines += ["", "**On the same queries** (the queries every run of each planner judged: the SmolLM2 runs' "
+                      "subset), mean ± std over seeds:", "",
+                  "| planner · schema | seeds | queries | reward | final pass |", "|---|---|---|---|---|"]
+        lines += [f"| {r['planner']} · {r['schema']} | {r['seeds']} | {r['queries']} | {pm(r, 'reward')} | "
+                  f"{pm(r, 'final pass')} |" for r in same]
     return [path], {}, lines
 
 
@@ -305,12 +319,15 @@ PAGES = (
          "`travel-react-smollm2.yaml`, `travel-mtp-smollm2-rl.yaml` and the embedded rows (commands in the "
          "script) on 4 evenly spaced 3-day test queries.",
          discussion="../flows.md"),
-    Page("travel-real", "TravelPlanner's real tables: flat planner and MTP (embedded planner)",
+    Page("travel-real", "TravelPlanner's real tables: flat planner and MTP (embedded planner and SmolLM2)",
          RESULTS / "travel-real", render_travel_real,
          "`python benchmarks/travel_real_table.py <runs> --out benchmarks/results/travel-real` over the runs of "
-         "`configs/travel-flat-real.yaml` and `configs/travel-mtp-real.yaml` (seeds 0-2; commands in the script): "
-         "the 72 test queries generated over the real tables, generated flights. Sandbox numbers: structured "
-         "query fields, a grammar over a sample of the options (flat), hand-written repair rules (MTP).",
+         "`configs/travel-flat-real.yaml`, `configs/travel-mtp-real.yaml` (the embedded planner, all 72 test "
+         "queries) and `configs/travel-flat-smollm2-real.yaml`, `configs/travel-mtp-smollm2-real.yaml` (SmolLM2 + "
+         "LoRA on a CPU budget: the flat planner on the 24 3-day test queries, MTP on 24 of the 72 evenly spaced), "
+         "seeds 0-2, commands in the script; queries generated over the real tables, generated flights; `queries` "
+         "is how many each row judged. Sandbox numbers: structured query fields, a grammar over a sample of the "
+         "options (flat), hand-written repair rules (MTP).",
          discussion="../envs/travelplanner-benchmark.md"),
     Page("gpu-check-h200", "GPU check on one H200", RESULTS / "gpu_check_h200.json", render_gpu_check,
          "`python3 benchmarks/gpu_check.py --out gpu_check.json`: the code paths only a GPU exercises. Steps of "

@@ -259,12 +259,14 @@ class BeamSearch:
     def _keep(self, step: Step, entering: Sequence[tuple[int, int, float]]) -> None:
         at = torch.as_tensor([(i, j) for i, j, _ in entering], dtype=torch.long, device=self.dev)
         rows, slots = step.fin_src[at[:, 0], at[:, 1]], step.fin_slot[at[:, 0], at[:, 1]]
-        toks, ended = self.idx[rows, slots].tolist(), self.tables.final[self.state[rows]].tolist()
-        lens, seqs = self.length[rows].tolist(), self.seq[rows].tolist()
+        # one transfer: per entering row its row, token, whether its state ends, length and tokens
+        # (stochastic: one more for the log-probabilities)
+        moved = torch.cat([torch.stack([rows, self.idx[rows, slots].long(), self.tables.final[self.state[rows]].long(),
+                                        self.length[rows]], 1), self.seq[rows]], 1).tolist()
         lps = ([f for _, _, f in entering] if step.fin_logprob is None
                else step.fin_logprob[at[:, 0], at[:, 1]].tolist())
         new: dict[int, list[Finished]] = {}
-        for (i, _, sc), row, q, k, t, e, lp in zip(entering, rows.tolist(), seqs, lens, toks, ended, lps):
+        for (i, _, sc), (row, t, e, k, *q), lp in zip(entering, moved, lps):
             grp = self.groups[self.running[i]]
             held = grp.prefix + tuple(q[grp.born : grp.born + k])  # the row's tokens, all in its cache
             fork = self.runner.fork(row, self.runner.context_len(grp.prompt) + len(held)) if grp.forkable else None

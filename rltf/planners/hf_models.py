@@ -18,7 +18,10 @@ import json
 import os
 import pickle
 import re
+import warnings
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,15 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?")
 
 class PlannerError(UserError, ValueError):
     """A planner that cannot be loaded or saved as asked (bad path, missing base, wrong arch...)."""
+
+
+@contextmanager
+def peft_deprecations_quiet() -> Iterator[None]:
+    """PEFT reads ``model.is_gradient_checkpointing``, which transformers 5 deprecates: one FutureWarning
+    per adapter wrapped or loaded that no user of rltf can act on; silenced around PEFT calls only."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
 
 
 def dir_kind(d: Path) -> str:

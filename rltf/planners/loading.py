@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from transformers import PreTrainedModel
 
 from rltf.config.loading import LoraSettings, PlannerSettings
 from rltf.planners.embedded import LANGUAGE_PRETRAINING, embedded_arch, ensure_embedded_planner, uses_minilm
-from rltf.planners.hf_models import PlannerError, load_model, load_tokenizer, require_4bit
+from rltf.planners.hf_models import PlannerError, load_model, load_tokenizer, peft_deprecations_quiet, require_4bit
 from rltf.planners.idle_dropout import skip_idle_dropout
 from rltf.planners.minilm_t5 import MODEL_TYPE as MINILM_T5
 from rltf.planners.planner import Planner, sync_pad
@@ -115,9 +114,7 @@ def apply_lora(model: PreTrainedModel, lora: LoraSettings, is_encoder_decoder: b
     config = LoraConfig(task_type=TaskType.SEQ_2_SEQ_LM if is_encoder_decoder else TaskType.CAUSAL_LM,
                         r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets)
     try:
-        with warnings.catch_warnings():  # peft reads model.is_gradient_checkpointing, deprecated by transformers 5
-            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated",
-                                    category=FutureWarning)
+        with peft_deprecations_quiet():
             wrapped = get_peft_model(model, config)
     except ValueError as e:
         linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear)})

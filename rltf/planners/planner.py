@@ -40,6 +40,7 @@ from rltf.planners.hf_models import (
     has_tokenizer,
     load_model,
     load_tokenizer,
+    peft_deprecations_quiet,
     require_tokenizer,
     unsafe_pickle_message,
 )
@@ -153,8 +154,10 @@ class Planner:
             if load_in_4bit:
                 raise PlannerError(f"adapter {str(d)!r} records merged adapters; merging into a 4-bit base is "
                                    "lossy: load it without planner.load_in_4bit")
-            base_model = PeftModel.from_pretrained(base_model, m).merge_and_unload()
-        model = PeftModel.from_pretrained(base_model, str(d), is_trainable=trainable)
+            with peft_deprecations_quiet():
+                base_model = PeftModel.from_pretrained(base_model, m).merge_and_unload()
+        with peft_deprecations_quiet():
+            model = PeftModel.from_pretrained(base_model, str(d), is_trainable=trainable)
         tok_dir = str(d) if has_tokenizer(d) else base
         tokenizer = load_tokenizer(tok_dir, is_enc_dec)
         return cls(model, tokenizer, is_enc_dec, source=str(d), base_model=base, merged_adapters=merged)

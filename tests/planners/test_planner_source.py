@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,6 @@ from rltf.planners.tokenizer import train_plan_tokenizer
 from rltf.run.checkpoint import MODEL_DIR
 from rltf.stages.describe import describe_run
 from tests.tiny_models import tiny_t5
-
-pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["Given noisy blurry image, how to return the class label in English step by step?",
@@ -98,6 +97,19 @@ def test_an_adapter_folder(folders):
     kept = load_planner(PlannerSettings(model=str(folders["adapter"]),
                                         lora=LoraSettings(enabled=True, merge_source_adapter=False)))
     assert kept.is_peft and kept.source == str(folders["adapter"])  # the adapter itself keeps training
+
+
+def test_loading_or_wrapping_an_adapter_shows_no_peft_deprecation(folders):
+    """PEFT reads ``is_gradient_checkpointing``, deprecated by transformers 5: the run logs must not show
+    it (it came once per adapter loaded, merged or wrapped)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        load_planner(PlannerSettings(model=str(folders["adapter"])))  # merged
+        load_planner(PlannerSettings(model=str(folders["adapter"]),  # merged + a fresh adapter
+                                     lora=LoraSettings(enabled=True, r=2)))
+        load_planner(PlannerSettings(model=str(folders["adapter"]),
+                                     lora=LoraSettings(enabled=True, merge_source_adapter=False)))
+    assert not [w for w in seen if "is_gradient_checkpointing" in str(w.message)]
 
 
 @pytest.mark.parametrize("reported", ["model", "adapter"])

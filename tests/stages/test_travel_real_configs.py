@@ -96,3 +96,32 @@ def test_a_short_mtp_run_completes_on_the_real_tables(tmp_path, real_travel_db):
     assert out.getvalue().strip().splitlines()[-1].startswith("held-out final pass: finetuned=")
     assert set(summary["table"]) == {"finetuned", "rltf", "solver"}
     assert summary["table"]["solver"]["final pass"] == 1.0
+
+
+SMOLLM2_REAL = {"mtp": ("configs/travel-mtp-smollm2-real.yaml", "configs/travel-mtp-smollm2-rl.yaml"),
+                "flat": ("configs/travel-flat-smollm2-real.yaml", "configs/smollm2-lora.yaml")}
+
+
+@pytest.mark.parametrize("base", sorted(SMOLLM2_REAL))
+def test_the_smollm2_real_configs_train_smollm2_with_lora_over_the_real_tables(base, real_travel_db, tmp_path,
+                                                                             capsys):
+    """Item 8's SmolLM2 rows: the SmolLM2 recipe's planner (LoRA) over the real tables with the embedded real
+    config's env, a CPU budget stated in the file; each passes a dry run."""
+    path, recipe = SMOLLM2_REAL[base]
+    real, smol = _tree(ROOT / path), _tree(ROOT / recipe)
+    embedded_real = _tree(ROOT / f"configs/travel-{base}-real.yaml")
+    assert real["planner"]["model"] == "smollm2" and real["planner"]["lora"] == smol["planner"]["lora"]
+    assert {k: v for k, v in real["env"]["travel"].items() if k in REAL_ENV} == REAL_ENV
+    # the env of the embedded planner's real config, but for the days a CPU budget affords
+    same_env = {k: v for k, v in real["env"]["travel"].items() if k != "days"}
+    assert same_env == {k: v for k, v in embedded_real["env"]["travel"].items() if k != "days"}
+    if base == "mtp":
+        assert real["flow"]["mtp"] == smol["flow"]["mtp"] and real["flow"]["limit"] == 24
+    else:
+        assert real["env"]["travel"]["days"] == [3] and real["eval"] == embedded_real["eval"]
+    from train.rltf import main  # see above
+
+    assert main([f"config={path}", f"env.travel.database_dir={real_travel_db}", f"output_dir={tmp_path}",
+                 "dry_run=true"]) is None
+    out = capsys.readouterr().out
+    assert "smollm2" in out and "real-seed0.json" in out and "nothing was loaded" in out
