@@ -8,6 +8,7 @@ Skipped without the real tables (the ``real_travel_db`` fixture names the settin
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 
@@ -209,12 +210,18 @@ def test_the_travel_verdict_suite_loads_and_every_arm_parses():
     from rltf.comparison.suites import check_arms, load_suite
 
     suite = load_suite("verdict-travel")
-    assert suite.reference_arm().name == "grpo-constrained" and suite.seeds == 3
+    assert suite.reference_arm().name == "grpo-constrained" and suite.seeds == 5  # the best RLTF arm and GRPO: 5
+    assert {a.name: a.seeds for a in suite.arms} == {"rltf": None, "grpo-constrained": None, "rltf-rloo": 3,
+                                                     "rltf-unordered-set": 3, "rltf-100-steps": 3, "grpo-text": 3,
+                                                     "bounds": 1}
     assert suite.common[-1] == "eval.splits=[test]"  # held out: the test queries
     loaded = check_arms(suite)
-    trained = {a: c for a, c in loaded.items() if a != "bounds"}
+    trained = {a: c for a, c in loaded.items() if a not in ("bounds", "rltf-100-steps")}
     assert {(c.planner.arch, c.rltf.steps, c.rltf.tasks_per_batch * c.rltf.k_samples, c.sft.epochs)
             for c in trained.values()} == {("causal", 40, 32, 10)}  # same start, budget and plans per step
+    # the longer arm: the default RLTF arm with 2.5x the steps and plans, nothing else
+    longer = loaded["rltf-100-steps"]
+    assert longer.rltf.steps == 100 and dataclasses.replace(longer.rltf, steps=40) == loaded["rltf"].rltf
     assert loaded["grpo-constrained"].grpo.sampling == "constrained" and loaded["grpo-text"].grpo.sampling == "free"
     assert [loaded[a].rltf.baseline for a in ("rltf", "rltf-rloo", "rltf-unordered-set")] == \
         ["per_task", "rloo", "unordered_set"]
