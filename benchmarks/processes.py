@@ -245,7 +245,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--by-task", action="store_true", help="processes execute their own tasks' plans themselves")
     ap.add_argument("overrides", nargs="*", help="more key=value overrides of the job (every launch)")
     args = ap.parse_args(argv)
-    def batch(n: int) -> list[str]:
+
+    def batch(n: int) -> list[str]:  # weak scaling: each of n processes keeps --per-process-tasks
         return [f"rltf.tasks_per_batch={n * args.per_process_tasks}"] if args.per_process_tasks else []
 
     config = next((o.split("=", 1)[1] for o in args.overrides if o.startswith("config=")), "configs/default.yaml")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: benchmarks.* importable
 from benchmarks.readme_figures import SHOWN, machine_label, stated  # noqa: E402  (the figures its check uses)
+from benchmarks.travel_real_table import mean_spread  # noqa: E402  (the real-tables table's own cell format)
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -179,14 +180,11 @@ def render_travel_real(folder: Path) -> tuple[list[Path], dict, list[str]]:
                   f"{d.get('split')}; evaluated: {d.get('evaluated')}. Runs: {', '.join(data.get('runs', []))}."]
     same = data.get("same_queries") or []
     if same:
-        def pm(r: dict, key: str) -> str:
-            return f"{r[key]:.4f}" + (f" ± {r[key + ' std']:.4f}" if r.get(key + " std") is not None else "")
-
         lines += ["", "**On the same queries** (the queries every run of each planner judged: the SmolLM2 runs' "
                       "subset), mean ± std over seeds:", "",
                   "| planner · schema | seeds | queries | reward | final pass |", "|---|---|---|---|---|"]
-        lines += [f"| {r['planner']} · {r['schema']} | {r['seeds']} | {r['queries']} | {pm(r, 'reward')} | "
-                  f"{pm(r, 'final pass')} |" for r in same]
+        lines += [f"| {r['planner']} · {r['schema']} | {r['seeds']} | {r['queries']} | {mean_spread(r, 'reward')} | "
+                  f"{mean_spread(r, 'final pass')} |" for r in same]
     return [path], {}, lines
 
 

@@ -135,7 +135,8 @@ def same_queries(judged: dict[tuple[str, str], list[dict[str, tuple[float, float
     return out
 
 
-def _pm(row: dict, key: str) -> str:
+def mean_spread(row: dict, key: str) -> str:
+    """``mean ± std`` of a same-queries row's ``key`` (the mean alone for one seed)."""
     spread = row.get(f"{key} std")
     return f"{row[key]:.4f}" + (f" ± {spread:.4f}" if spread is not None else "")
 
@@ -149,8 +150,8 @@ def markdown(table: dict) -> str:
         lines += ["", "On the same queries (the queries every run of each planner judged):", "",
                   "| planner · schema | seeds | queries | reward (mean ± std over seeds) | final pass |",
                   "|---|---|---|---|---|"]
-        lines += [f"| {r['planner']} · {r['schema']} | {r['seeds']} | {r['queries']} | {_pm(r, 'reward')} | "
-                  f"{_pm(r, 'final pass')} |" for r in table["same_queries"]]
+        lines += [f"| {r['planner']} · {r['schema']} | {r['seeds']} | {r['queries']} | {mean_spread(r, 'reward')} | "
+                  f"{mean_spread(r, 'final pass')} |" for r in table["same_queries"]]
     return "\n".join(lines) + "\n"
 
 

@@ -150,13 +150,12 @@ class Planner:
         base = _adapter_base(d, meta)
         base_model, is_enc_dec = load_model(base, dtype, arch, load_in_4bit)
         merged = tuple(str((d / m).resolve()) for m in meta.get("merged_adapters", []))
-        for m in merged:
-            if load_in_4bit:
-                raise PlannerError(f"adapter {str(d)!r} records merged adapters; merging into a 4-bit base is "
-                                   "lossy: load it without planner.load_in_4bit")
-            with peft_deprecations_quiet():
-                base_model = PeftModel.from_pretrained(base_model, m).merge_and_unload()
+        if merged and load_in_4bit:
+            raise PlannerError(f"adapter {str(d)!r} records merged adapters; merging into a 4-bit base is "
+                               "lossy: load it without planner.load_in_4bit")
         with peft_deprecations_quiet():
+            for m in merged:
+                base_model = PeftModel.from_pretrained(base_model, m).merge_and_unload()
             model = PeftModel.from_pretrained(base_model, str(d), is_trainable=trainable)
         tok_dir = str(d) if has_tokenizer(d) else base
         tokenizer = load_tokenizer(tok_dir, is_enc_dec)
