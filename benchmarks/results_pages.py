@@ -99,7 +99,13 @@ def render_compare(folder: Path) -> tuple[list[Path], dict, list[str]]:
     per_arm = ", ".join(f"{arm} {len(rs)}" for arm, rs in summary.get("runs", {}).items())
     body += ["", f"Seeds: {', '.join(map(str, summary['seeds']))}; runs per arm: {per_arm} "
                  f"({len(runs)} in all); failed runs: {len(summary.get('failed') or [])}."]
-    return [path], {}, body
+    sources = [path]
+    if (diversity := folder / "diversity.json").is_file():  # benchmarks/final_diversity.py over the suite's runs
+        from benchmarks.final_diversity import markdown as diversity_markdown  # pulls in torch: only here
+
+        body += ["", *diversity_markdown(_load(diversity)).rstrip().splitlines()]
+        sources.append(diversity)
+    return sources, {}, body
 
 
 def render_main_job(folder: Path) -> tuple[list[Path], dict, list[str]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import sys
+import warnings
 from typing import Any
 
 from envs.travel.schema import PLAN_FIELDS
@@ -63,7 +64,9 @@ def _decode(text: str) -> Any:
         else:  # e.g. an integer of more digits than Python converts
             why = str(jexc).split(":")[0]
         try:
-            return ast.literal_eval(text)
+            with warnings.catch_warnings():  # the compiler warns on free text ("1if", "3days"): the error says it
+                warnings.simplefilter("ignore", SyntaxWarning)
+                return ast.literal_eval(text)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             raise PlanParseError(f"plan text is neither JSON nor a Python literal (JSON error: {why})",
                                  "syntax") from None

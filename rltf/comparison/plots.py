@@ -1,9 +1,10 @@
 """A comparison's curves: ``compare.png``, against plans sampled and against CPU seconds.
 
 Top row: the periodic held-out score and the train reward against the number of plans sampled
-(the budget every arm shares); bottom row: the same curves against the CPU seconds each run had
+(the budget every arm shares); second row: the same curves against the CPU seconds each run had
 spent by then, so an objective that learns more per plan but costs more per step (several clipped
-passes over each batch) is seen at its price.
+passes over each batch) is seen at its price; last row: each trained row's final held-out score
+against the plans it sampled and its runs' CPU seconds (the verdict at equal plans and equal CPU).
 
 The CPU clock of a run (:func:`cpu_clock`): the run's CPU seconds (user + system of its processes,
 ``seed<k>.run.json``; warm start and held-out evaluations included) spread over its training steps
@@ -97,28 +98,67 @@ def _spread_note(clocks: dict[str, dict[str, dict]]) -> str:
         "by step durations where recorded, else evenly"
 
 
+def final_points(summary: dict) -> list[dict]:
+    """The trained rows' held-out scores at the end of their runs: ``{"arm", "label", "mean", "std", "n",
+    "plans", "cpu_s", "cpu_std"}`` (``cpu_s`` None where the runs' CPU times are unknown)."""
+    out = []
+    for r in summary.get("rows", []):
+        if not r.get("trained") or r.get("mean") is None or not r.get("plans_sampled"):
+            continue
+        cpu = r.get("cpu_s") or {}
+        out.append({"arm": r["arm"], "label": r["label"], "mean": r["mean"], "std": r.get("std") or 0.0,
+                    "n": r.get("n_seeds"), "plans": r["plans_sampled"], "cpu_s": cpu.get("mean"),
+                    "cpu_std": cpu.get("std") or 0.0})
+    return out
+
+
+def _drawn(summary: dict) -> tuple[dict, list[str], dict, dict, list[dict]]:
+    """What the figure draws: the arms' curves, their keys (the held-out panel only when some arm
+    evaluated periodically: the flow arms do not), the runs' clocks, the curves' CPU axes, the final points."""
+    curves = {a: c for a, c in summary["curves"].items() if c.get("score") or c.get("reward")}
+    keys = [k for k in ("score", "reward") if any(c.get(k) for c in curves.values())]
+    clocks = summary_clocks(summary)
+    timed = {(a, k): x for a, c in curves.items() for k in keys
+             if c.get(k) and (x := cpu_axis(c[k], clocks.get(a, {}))) is not None}
+    return curves, keys, clocks, timed, final_points(summary)
+
+
+def panels_of(summary: dict) -> list[tuple[str, str]]:
+    """The figure's panels in reading order, two a row: ``(axis, key)`` with axis ``plans`` / ``cpu``
+    (the curves: key ``score`` or ``reward``; ``cpu`` where the runs' CPU times are known) and
+    ``("final", "plans")`` / ``("final", "cpu")`` (the trained rows' final held-out scores)."""
+    _, keys, _, timed, finals = _drawn(summary)
+    panels = [(axis, key) for axis in ("plans", "cpu") for key in keys if axis == "plans" or timed]
+    final_axes = ["plans"] + (["cpu"] if any(f["cpu_s"] is not None for f in finals) else [])
+    return panels + ([("final", a) for a in final_axes] if finals else [])
+
+
 def plot_comparison(summary: dict, labels: dict[str, str], path: Path) -> Path | None:
     """``compare.png``: the periodic held-out score and the train reward, mean over seeds with a
-    ±std band, one line per trained arm; against plans sampled (top) and CPU seconds (bottom, where
-    the runs' CPU times are known)."""
+    ±std band, one line per trained arm, against plans sampled and CPU seconds (where the runs' CPU
+    times are known); last row: each trained row's final held-out score (mean ± std over seeds)
+    against the plans it sampled and the CPU seconds of its runs. One legend under the panels."""
     import matplotlib  # plotting only, after the runs (Agg backend set first)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # plotting only, after the runs (Agg backend set first)
 
-    curves = {a: c for a, c in summary["curves"].items() if c.get("score") or c.get("reward")}
-    if not curves:
+    curves, keys, clocks, timed, finals = _drawn(summary)
+    panels = panels_of(summary)
+    if not panels:
         return None
-    # the held-out panel only when some arm evaluated periodically (the flow arms do not)
-    keys = [k for k in ("score", "reward") if any(c.get(k) for c in curves.values())]
-    clocks = summary_clocks(summary)
-    timed = {(a, k): x for a, c in curves.items() for k in keys
-             if c.get(k) and (x := cpu_axis(c[k], clocks.get(a, {}))) is not None}
-    axes_rows = ["plans"] + (["cpu"] if timed else [])
-    fig, grid = plt.subplots(len(axes_rows), len(keys), figsize=(6 * len(keys), 4.5 * len(axes_rows)), squeeze=False)
-    axes = {(axis, key): grid[i][j] for i, axis in enumerate(axes_rows) for j, key in enumerate(keys)}
-    for i, (arm, c) in enumerate(curves.items()):
-        color, style = f"C{i}", ("-", "--", "-.", ":")[i % 4]  # styles: arms whose curves overlap stay visible
+    ncols = 2 if len(panels) > 1 else 1  # panels in reading order, two a row
+    nrows = -(-len(panels) // ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(6.5 * ncols, 4.2 * nrows), squeeze=False)
+    placed = dict(zip(panels, grid.flat))
+    for ax in list(grid.flat)[len(panels):]:
+        ax.axis("off")
+    axes = {p: ax for p, ax in placed.items() if p[0] != "final"}
+    arms = list(dict.fromkeys([*curves, *(f["arm"] for f in finals)]))
+    color = {a: f"C{i % 10}" for i, a in enumerate(arms)}
+    style = {a: ("-", "--", "-.", ":")[i % 4] for i, a in enumerate(arms)}  # overlapping curves stay visible
+    handles: dict[str, object] = {}
+    for arm, c in curves.items():
         for (axis, key), ax in axes.items():
             cur = c.get(key)
             x = np.array(cur["plans"]) if cur and axis == "plans" else timed.get((arm, key))
@@ -126,24 +166,40 @@ def plot_comparison(summary: dict, labels: dict[str, str], path: Path) -> Path |
                 continue
             x, m, s = np.asarray(x, dtype=np.float64), np.array(cur["mean"]), np.array(cur["std"])
             if key == "reward" and len(m) > 1:  # batch rewards are noisy: a centred rolling mean
-                ax.plot(x, m, color=color, alpha=0.2)
+                ax.plot(x, m, color=color[arm], alpha=0.2)
                 m, s = rolling_mean(m), rolling_mean(s)
-            ax.plot(x, m, ("o" if key == "score" else "") + style, color=color, ms=3,
-                    label=f"{labels.get(arm, arm)} (n={len(cur['seeds'])})")
-            ax.fill_between(x, m - s, m + s, color=color, alpha=0.12)
-    titles = {"score": "held-out (validation) score", "reward": "train reward (rolling mean over 10% of steps)"}
+            line, = ax.plot(x, m, ("o" if key == "score" else "") + style[arm], color=color[arm], ms=3)
+            handles.setdefault(f"{labels.get(arm, arm)} (n={len(cur['seeds'])})", line)
+            ax.fill_between(x, m - s, m + s, color=color[arm], alpha=0.12)
+    titles = {"score": "held-out (validation) score", "reward": "train reward (rolling mean, 10% of steps)"}
+    cpu_label = f"CPU seconds of the run\n(its CPU time spread over its steps {_spread_note(clocks)})"
     for (axis, key), ax in axes.items():
-        ax.set_title(f"{titles[key]} vs " + ("plans sampled" if axis == "plans" else "CPU seconds"))
+        ax.set_title(f"{titles[key]}\nvs " + ("plans sampled" if axis == "plans" else "CPU seconds"), fontsize=10)
         ax.set_ylabel("score (constrained beam search)" if key == "score" else "train reward (seed mean)")
-        ax.set_xlabel("plans sampled" if axis == "plans" else
-                      f"CPU seconds of the run (its CPU time spread over its steps {_spread_note(clocks)})")
+        ax.set_xlabel("plans sampled" if axis == "plans" else cpu_label)
         ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(loc="lower right", fontsize=8)
+    for x_key, x_err, xlabel in (("plans", None, "plans sampled per run"),
+                                 ("cpu_s", "cpu_std", "CPU seconds per run (mean ± std)")):
+        ax = placed.get(("final", "plans" if x_key == "plans" else "cpu"))
+        if ax is None:
+            continue
+        for f in finals:
+            if f[x_key] is None:
+                continue
+            bar = ax.errorbar(f[x_key], f["mean"], yerr=f["std"], xerr=f[x_err] if x_err else None,
+                              fmt="o", color=color[f["arm"]], capsize=3, ms=5)
+            handles.setdefault(f"{f['label']} (n={f['n']})", bar)
+        ax.set_title(f"final held-out score (mean ± std over seeds)\nvs {xlabel.split(' (')[0]}", fontsize=10)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"held-out {summary.get('held_out') or 'score'}")
+        ax.grid(alpha=0.3)
     fig.suptitle(f"{summary['suite']}: mean ± std over seeds")
     fig.tight_layout()
+    if handles:  # one legend for every panel, under them (long labels never cover a curve)
+        fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   fontsize=8, ncol=1, frameon=False)
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 

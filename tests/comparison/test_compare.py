@@ -160,7 +160,7 @@ def test_aggregate_over_seeds_from_run_folders(tmp_path):
 def test_the_curves_are_also_drawn_against_each_runs_cpu_seconds(tmp_path):
     from matplotlib.image import imread
 
-    from rltf.comparison.plots import cpu_axis, cpu_clock, summary_clocks
+    from rltf.comparison.plots import cpu_axis, cpu_clock, final_points, panels_of, summary_clocks
     from rltf.comparison.plots import main as redraw
 
     # a run's CPU time spread over its steps by their durations (plans / plans_per_s), else evenly
@@ -191,7 +191,13 @@ def test_the_curves_are_also_drawn_against_each_runs_cpu_seconds(tmp_path):
     assert clocks[0]["spread"] == "step durations"
     assert cpu_axis(summary["curves"]["rl"]["score"], summary_clocks(summary)["rl"]) == \
         pytest.approx([15.0, 30.0, 45.0, 60.0])
-    assert imread(tmp_path / "compare.png").shape[0] == 2 * 540  # two rows of 4.5 in at 120 dpi
+    curves = [("plans", "score"), ("plans", "reward"), ("cpu", "score"), ("cpu", "reward")]
+    assert panels_of(summary) == [*curves, ("final", "plans"), ("final", "cpu")]
+    # the final panels: the trained row's held-out score (mean ± std over seeds) at its plans and CPU per run
+    (final,) = final_points(summary)
+    assert (final["arm"], final["mean"], final["n"], final["cpu_s"]) == ("rl", pytest.approx(0.6), 2, 60.0)
+    assert final["plans"] == summary["rows"][1]["plans_sampled"] and final["cpu_std"] == pytest.approx(28.28, abs=0.01)
+    assert imread(tmp_path / "compare.png").shape[0] > 3 * 4.2 * 120  # three rows of 4.2 in at 120 dpi, the legend
 
     # redrawn from compare.json alone (no run folders); one written before the clocks spreads evenly
     old = json.loads((tmp_path / "compare.json").read_text())
@@ -201,14 +207,14 @@ def test_the_curves_are_also_drawn_against_each_runs_cpu_seconds(tmp_path):
     assert summary_clocks(old)["rl"]["1"]["cpu_s"][9] == pytest.approx(40.0)
     (tmp_path / "old.json").write_text(json.dumps(old))
     assert redraw([str(tmp_path / "old.json"), str(tmp_path / "old.png")]) == tmp_path / "old.png"
-    assert imread(tmp_path / "old.png").shape[0] == 2 * 540
+    assert panels_of(old) == panels_of(summary) and imread(tmp_path / "old.png").shape[0] > 3 * 4.2 * 120
     # without CPU times: the panels against plans sampled only
-    for runs in old["runs"].values():
-        for r in runs:
-            r["cpu_s"] = None
+    for r in [r for runs in old["runs"].values() for r in runs] + old["rows"]:
+        r["cpu_s"] = None
     (tmp_path / "old.json").write_text(json.dumps(old))
-    redraw([str(tmp_path / "old.json"), str(tmp_path / "one_row.png")])
-    assert imread(tmp_path / "one_row.png").shape[0] == 540
+    assert panels_of(old) == [("plans", "score"), ("plans", "reward"), ("final", "plans")]
+    redraw([str(tmp_path / "old.json"), str(tmp_path / "two_rows.png")])
+    assert 2 * 4.2 * 120 < imread(tmp_path / "two_rows.png").shape[0] < 3 * 4.2 * 120
 
 
 # ------------------------------------------------------------------------------ running

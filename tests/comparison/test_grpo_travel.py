@@ -195,6 +195,10 @@ def test_grpo_on_travel_runs_two_constrained_steps_end_to_end(tmp_path, real_tra
     assert {"finetuned", "grpo", "grpo_free", "finetuned_seq", "grpo_seq"} <= set(rows)
     assert rows["grpo_seq"]["delivery"] == 1.0  # greedy under the lazy grammar: every plan delivered
     assert (tmp_path / "g" / "grpo" / "planner").is_dir()
+    from benchmarks.final_diversity import planner_folders  # what a verdict's diversity table measures of the run
+
+    run_dir = tmp_path / "g"
+    assert planner_folders(run_dir) == {"start": run_dir / "sft", "final": run_dir / "grpo" / "planner"}
 
 
 def test_grpo_on_travel_refuses_agent_flows():
@@ -212,16 +216,18 @@ def test_the_travel_verdict_suite_loads_and_every_arm_parses():
     suite = load_suite("verdict-travel")
     assert suite.reference_arm().name == "grpo-constrained" and suite.seeds == 5  # the best RLTF arm and GRPO: 5
     assert {a.name: a.seeds for a in suite.arms} == {"rltf": None, "grpo-constrained": None, "rltf-rloo": 3,
-                                                     "rltf-unordered-set": 3, "rltf-100-steps": 3, "grpo-text": 3,
-                                                     "bounds": 1}
+                                                     "rltf-unordered-set": 3, "rltf-100-steps": 3, "rltf-equal-cpu": 3,
+                                                     "grpo-text": 3, "bounds": 1}
     assert suite.common[-1] == "eval.splits=[test]"  # held out: the test queries
     loaded = check_arms(suite)
-    trained = {a: c for a, c in loaded.items() if a not in ("bounds", "rltf-100-steps")}
+    longer_arms = {"rltf-100-steps": 100, "rltf-equal-cpu": 340}
+    trained = {a: c for a, c in loaded.items() if a != "bounds" and a not in longer_arms}
     assert {(c.planner.arch, c.rltf.steps, c.rltf.tasks_per_batch * c.rltf.k_samples, c.sft.epochs)
             for c in trained.values()} == {("causal", 40, 32, 10)}  # same start, budget and plans per step
-    # the longer arm: the default RLTF arm with 2.5x the steps and plans, nothing else
-    longer = loaded["rltf-100-steps"]
-    assert longer.rltf.steps == 100 and dataclasses.replace(longer.rltf, steps=40) == loaded["rltf"].rltf
+    # the longer arms: the default RLTF arm with 2.5x the steps and plans, and at constrained GRPO's CPU; nothing else
+    for arm, steps in longer_arms.items():
+        longer = loaded[arm]
+        assert longer.rltf.steps == steps and dataclasses.replace(longer.rltf, steps=40) == loaded["rltf"].rltf
     assert loaded["grpo-constrained"].grpo.sampling == "constrained" and loaded["grpo-text"].grpo.sampling == "free"
     assert [loaded[a].rltf.baseline for a in ("rltf", "rltf-rloo", "rltf-unordered-set")] == \
         ["per_task", "rloo", "unordered_set"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -400,6 +401,16 @@ def test_bad_plan_text_is_a_clear_error(text, reason, words):
     assert exc.value.reason == reason and words in str(exc.value)
     e = STRICT.evaluate(QUERIES[0], text)
     assert not e.delivered and words in e.error and not e.final_pass
+
+
+def test_free_text_the_python_compiler_warns_on_is_one_error_and_no_warning():
+    """A free-text GRPO sample such as ``[{"days": 1if 2}]`` made Python's compiler print a SyntaxWarning
+    ("invalid decimal literal") for every plan scored; the error alone says what is wrong."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(PlanParseError) as exc:
+            parse_plan('[{"days": 1if 2 else 3, "current_city": 2for}]')
+    assert exc.value.reason == "syntax" and not [w for w in seen if issubclass(w.category, SyntaxWarning)]
 
 
 # -------------------------------------------------------------------------------- metrics
