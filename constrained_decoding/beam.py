@@ -219,13 +219,21 @@ class BeamSearch:
         """Keep the finishing continuations that enter their group's best; which groups stop."""
         # one transfer per step: per group its best running and finishing scores (stochastic: and the
         # best of each left out), then how many rows had unusable logits (checked before anything of
-        # this step is kept)
+        # this step is kept); with them, what keeping each finishing candidate needs (_finishing), so
+        # those that enter cost no second read
         n_bad = self.bad.sum().to(step.val.dtype).expand(step.val.shape[0], 1)
         stochastic = step.next_val is not None
         w = step.val.shape[1]
         # stochastic: every running and finishing score, then the best of each left out
         parts = [step.val, step.fin_val, step.next_val] if stochastic else [step.val[:, :1], step.fin_val]
-        top = torch.cat([*parts, n_bad], 1).tolist()
+        grid = torch.cat([*parts, n_bad], 1)
+        candidates = self._finishing(step)
+        # float64 holds both exactly: the scores (float32 or float64) and the ids, lengths and tokens
+        flat = torch.cat([grid.double().reshape(-1), candidates.double().reshape(-1)]).tolist()
+        cols, width = grid.shape[1], candidates.shape[1]
+        top = [flat[i * cols:(i + 1) * cols] for i in range(grid.shape[0])]
+        rest = flat[grid.numel():]
+        moved = [rest[k * width:(k + 1) * width] for k in range(candidates.shape[0])]
         if top[0][-1]:
             raise nonfinite_logits_error(self.steps, int(top[0][-1]))
         entering: list[tuple[int, int, float]] = []  # (group position, rank, score)
@@ -253,20 +261,29 @@ class BeamSearch:
                 grp.dropped = max(grp.dropped, running[gw], finishing[added], best_running if stops else NEG_INF)
             done.append(stops)
         if entering:
-            self._keep(step, entering)
+            self._keep(entering, moved, w, stochastic)
         return done
 
-    def _keep(self, step: Step, entering: Sequence[tuple[int, int, float]]) -> None:
-        at = torch.as_tensor([(i, j) for i, j, _ in entering], dtype=torch.long, device=self.dev)
-        rows, slots = step.fin_src[at[:, 0], at[:, 1]], step.fin_slot[at[:, 0], at[:, 1]]
-        # one transfer: per entering row its row, token, whether its state ends, length and tokens
-        # (stochastic: one more for the log-probabilities)
-        moved = torch.cat([torch.stack([rows, self.idx[rows, slots].long(), self.tables.final[self.state[rows]].long(),
-                                        self.length[rows]], 1), self.seq[rows]], 1).tolist()
-        lps = ([f for _, _, f in entering] if step.fin_logprob is None
-               else step.fin_logprob[at[:, 0], at[:, 1]].tolist())
+    def _finishing(self, step: Step) -> torch.Tensor:
+        """``[groups * width, 4 + tokens (+ 1)]`` per finishing candidate (group-major): its row, token,
+        whether its state ends the row, its length and its tokens since born (stochastic: then its
+        log-probability); read with the step's scores."""
+        rows, slots = step.fin_src.reshape(-1), step.fin_slot.reshape(-1)
+        parts = [torch.stack([rows, self.idx[rows, slots].long(), self.tables.final[self.state[rows]].long(),
+                              self.length[rows]], 1), self.seq[rows]]
+        if step.fin_logprob is not None:
+            parts = [p.double() for p in parts] + [step.fin_logprob.reshape(-1, 1).double()]
+        return torch.cat(parts, 1)
+
+    def _keep(self, entering: Sequence[tuple[int, int, float]], moved: Sequence[Sequence[float]], w: int,
+              stochastic: bool) -> None:
+        """Keep the entering finishing candidates ``(group position, rank, score)``; ``moved``: every
+        candidate's :meth:`_finishing` row, as read (``w`` per group)."""
         new: dict[int, list[Finished]] = {}
-        for (i, _, sc), (row, t, e, k, *q), lp in zip(entering, moved, lps):
+        for i, j, sc in entering:
+            row, t, e, k, *q = moved[i * w + j]
+            lp = q.pop() if stochastic else sc  # stochastic: its log-probability; else the score is it
+            row, t, k, q = int(row), int(t), int(k), [int(x) for x in q]
             grp = self.groups[self.running[i]]
             held = grp.prefix + tuple(q[grp.born : grp.born + k])  # the row's tokens, all in its cache
             fork = self.runner.fork(row, self.runner.context_len(grp.prompt) + len(held)) if grp.forkable else None
