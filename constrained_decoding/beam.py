@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from constrained_decoding.finish_bounds import table_bounds
 from constrained_decoding.kv_rows import RowFork
 from constrained_decoding.runner import PlannerRunner
 from constrained_decoding.search import (
@@ -157,6 +158,11 @@ class BeamSearch:
         self.waiting = Waiting(lambda item: item[0][2])
         self.steps = 0  # decoding steps so far (named by a non-finite logits error)
         self.bad = torch.zeros(0, dtype=torch.bool, device=dev)  # per row: unusable logits this step
+        # reads skipped while no row can finish (plain beam search): the next step that must read, each
+        # grammar state's fewest steps to the end (on the device), and the unread steps' unusable-logit counts
+        self.due = 0
+        self.to_end = torch.as_tensor(table_bounds(tables)[0], device=dev)
+        self.unread_bad: list[tuple[int, torch.Tensor]] = []
 
     def run(self, groups: Sequence[BeamGroup]) -> list[Hyps]:
         """Each group's (and each spawned group's) finished rows, best first."""
@@ -217,30 +223,39 @@ class BeamSearch:
 
     def _record_finished(self, step: Step) -> list[bool]:
         """Keep the finishing continuations that enter their group's best; which groups stop."""
-        # one transfer per step: per group its best running and finishing scores (stochastic: and the
-        # best of each left out), then how many rows had unusable logits (checked before anything of
-        # this step is kept); with them, what keeping each finishing candidate needs (_finishing), so
-        # those that enter cost no second read
-        n_bad = self.bad.sum().to(step.val.dtype).expand(step.val.shape[0], 1)
+        # one transfer per step read: per group its best running and finishing scores (stochastic: and the
+        # best of each left out); what keeping each finishing candidate needs (_finishing), so those that
+        # enter cost no second read; how many rows had unusable logits at each step since the last read
+        # (checked before anything is kept); the fewest steps before a running row can end
         stochastic = step.next_val is not None
         w = step.val.shape[1]
+        self.unread_bad.append((self.steps, self.bad.sum()))
+        if not stochastic and self.steps < self.due and not any(
+                len(self.groups[g].kept) >= self.groups[g].width for g in self.running):
+            # no row can finish at this step and no group can stop (see _skips): nothing to decide
+            return [False] * len(self.running)
         # stochastic: every running and finishing score, then the best of each left out
         parts = [step.val, step.fin_val, step.next_val] if stochastic else [step.val[:, :1], step.fin_val]
-        grid = torch.cat([*parts, n_bad], 1)
+        grid = torch.cat(parts, 1)
         candidates = self._finishing(step)
-        # float64 holds both exactly: the scores (float32 or float64) and the ids, lengths and tokens
-        flat = torch.cat([grid.double().reshape(-1), candidates.double().reshape(-1)]).tolist()
+        bad = torch.stack([b for _, b in self.unread_bad])
+        # float64 holds all exactly: the scores (float32 or float64), the ids, lengths, tokens and counts
+        flat = torch.cat([grid.double().reshape(-1), candidates.double().reshape(-1), bad.double(),
+                          self._skips(step).double().view(1)]).tolist()
         cols, width = grid.shape[1], candidates.shape[1]
         top = [flat[i * cols:(i + 1) * cols] for i in range(grid.shape[0])]
         rest = flat[grid.numel():]
         moved = [rest[k * width:(k + 1) * width] for k in range(candidates.shape[0])]
-        if top[0][-1]:
-            raise nonfinite_logits_error(self.steps, int(top[0][-1]))
+        bads, self.due = rest[len(moved) * width:-1], self.steps + int(rest[-1])
+        steps, self.unread_bad = [s for s, _ in self.unread_bad], []
+        for at, n_bad in zip(steps, bads):
+            if n_bad:
+                raise nonfinite_logits_error(at, int(n_bad))
         entering: list[tuple[int, int, float]] = []  # (group position, rank, score)
         done: list[bool] = []
         for i, g in enumerate(self.running):
             grp = self.groups[g]
-            row = top[i][:-1]
+            row = top[i]
             running, finishing = (row[: w] + row[2 * w : 2 * w + 1], row[w : 2 * w] + row[2 * w + 1 :]) if stochastic \
                 else (row[:1], row[1:])
             gw, best_running = grp.width, running[0]
@@ -263,6 +278,17 @@ class BeamSearch:
         if entering:
             self._keep(entering, moved, w, stochastic)
         return done
+
+    def _skips(self, step: Step) -> torch.Tensor:
+        """How many steps from now the device must be read again (a 0-dim tensor): the fewest steps
+        to the end of a row (:func:`~constrained_decoding.finish_bounds.steps_to_final`) over the
+        states the running beams take at this step. Until then no row can end, so nothing enters a
+        group's kept hypotheses and a group can stop only when its kept list is full (then every
+        step reads); joining rows read at the next step (:meth:`_join`)."""
+        live = step.score > NEG_INF  # (-inf rows are padding picks: their states say nothing)
+        nxt = self.tables.next_state[self.state[step.src], step.slot]
+        big = torch.iinfo(torch.long).max // 4
+        return torch.where(live, self.to_end[nxt], big).min().clamp(min=1, max=1 << 20)
 
     def _finishing(self, step: Step) -> torch.Tensor:
         """``[groups * width, 4 + tokens (+ 1)]`` per finishing candidate (group-major): its row, token,
@@ -351,6 +377,7 @@ class BeamSearch:
     def _join(self, new: Sequence[BeamGroup], forks: Sequence[Fork] | None = None) -> None:
         """Open the rows of new groups: a group's first beam scores its start (0, or the φ it continues;
         stochastic: its key the G it continues), the others -inf until they diverge."""
+        self.due = self.steps + 1  # new rows: read at the next step (their states are not in the bound)
         rep = [(p, s) for p, s, w, *_ in new for _ in range(w)]
         row_forks = None if forks is None else [f for f, (_, _, w, *_) in zip(forks, new) for _ in range(w)]
         pre, new_state, new_feats = open_rows(self.runner, self.tables, [p for p, _ in rep], [s for _, s in rep],
