@@ -16,8 +16,9 @@ finished, its ``results.json``). Its planners:
   of a suite share one start per seed) are measured once. The table says how many runs shared each.
 
 Each planner is loaded with its run's own config (``planner.model`` pointed at the folder) and measured by
-:func:`rltf.evaluation.diversity.policy_diversity` on the run's held-out tasks (``eval.splits``), as a
-validation measures it: ``--samples`` draws per task from pi_c at ``rltf.temperature`` (every arm the same
+:func:`rltf.evaluation.diversity.validation_diversity` (``--samples`` and ``--max-plans`` as its ``eval.``
+keys) on the run's held-out tasks (``eval.splits``), as a validation measures it: ``--samples`` draws
+per task from pi_c at ``rltf.temperature`` (every arm the same
 temperature: the policy RLTF samples from), seeded by the run's seed and each task's id; the entropy exact
 where a task has at most ``--max-plans`` plans, else estimated, and the top plan exact there, else the
 best of a beam search of ``eval.num_beams`` and the samples (a lower bound). Writes ``diversity.json``
@@ -42,7 +43,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from rltf.config.loading import ConfigError, load_config  # noqa: E402
-from rltf.evaluation.diversity import policy_diversity  # noqa: E402
+from rltf.evaluation.diversity import validation_diversity  # noqa: E402
 from rltf.planners.source import resolve_planner_source  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
 from rltf.stages import plan_job as stages  # noqa: E402
@@ -98,16 +99,14 @@ def weights_digest(folder: Path) -> str:
 def measure(run: Path, folder: Path, samples: int, max_plans: int, top_plans: bool = False) -> dict:
     """One planner's diversity on its run's held-out tasks (see the module docstring); each task's most
     likely plan's text only with ``top_plans``."""
-    cfg = load_config([f"config={run / 'config.yaml'}", f"planner.model={folder}", "logging.progress_bar=false"])
+    cfg = load_config([f"config={run / 'config.yaml'}", f"planner.model={folder}", "logging.progress_bar=false",
+                       f"eval.diversity_samples={samples}", f"eval.diversity_max_plans={max_plans}"])
     started = time.process_time()
     job = stages.start(cfg, write_config=False)
     envs = stages.build_envs(job)
     planner = stages.build_planner(job, envs)
     tasks = envs.tasks(cfg.eval.splits)
-    found = policy_diversity(planner.model, planner.tokenizer, [t.description for t in tasks],
-                             [envs.held_out.grammar(planner.tokenizer, t) for t in tasks], samples=samples,
-                             seed=cfg.seed, keys=[t.id for t in tasks], max_plans=max_plans,
-                             num_beams=cfg.eval.num_beams, temperature=cfg.rltf.temperature)
+    found = validation_diversity(planner, envs.held_out, tasks, cfg)  # as a validation measures it
     return {"folder": str(folder), "splits": list(cfg.eval.splits), "n_tasks": len(tasks), "seed": cfg.seed,
             "temperature": cfg.rltf.temperature, "cpu_s": time.process_time() - started,
             **without_plans(found.as_dict(), keep=top_plans)}

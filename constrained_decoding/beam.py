@@ -240,8 +240,9 @@ class BeamSearch:
         candidates = self._finishing(step)
         bad = torch.stack([b for _, b in self.unread_bad])
         # float64 holds all exactly: the scores (float32 or float64), the ids, lengths, tokens and counts
+        skips = step.val.new_ones(()) if stochastic else self._skips(step)  # (stochastic: every step is read)
         flat = torch.cat([grid.double().reshape(-1), candidates.double().reshape(-1), bad.double(),
-                          self._skips(step).double().view(1)]).tolist()
+                          skips.double().view(1)]).tolist()
         cols, width = grid.shape[1], candidates.shape[1]
         top = [flat[i * cols:(i + 1) * cols] for i in range(grid.shape[0])]
         rest = flat[grid.numel():]

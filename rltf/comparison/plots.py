@@ -128,6 +128,10 @@ def panels_of(summary: dict) -> list[tuple[str, str]]:
     (the curves: key ``score`` or ``reward``; ``cpu`` where the runs' CPU times are known) and
     ``("final", "plans")`` / ``("final", "cpu")`` (the trained rows' final held-out scores)."""
     _, keys, _, timed, finals = _drawn(summary)
+    return _panels(keys, timed, finals)
+
+
+def _panels(keys: list[str], timed: dict, finals: list[dict]) -> list[tuple[str, str]]:
     panels = [(axis, key) for axis in ("plans", "cpu") for key in keys if axis == "plans" or timed]
     final_axes = ["plans"] + (["cpu"] if any(f["cpu_s"] is not None for f in finals) else [])
     return panels + ([("final", a) for a in final_axes] if finals else [])
@@ -144,7 +148,7 @@ def plot_comparison(summary: dict, labels: dict[str, str], path: Path) -> Path |
     import matplotlib.pyplot as plt  # plotting only, after the runs (Agg backend set first)
 
     curves, keys, clocks, timed, finals = _drawn(summary)
-    panels = panels_of(summary)
+    panels = _panels(keys, timed, finals)
     if not panels:
         return None
     ncols = 2 if len(panels) > 1 else 1  # panels in reading order, two a row
