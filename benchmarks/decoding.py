@@ -58,8 +58,8 @@ The sections live beside this entry point: ``decoding_openagi.py``, ``decoding_t
 Times are the median run of ``--repeats`` (methods take turns). The last lines are the ratios
 (with the xgrammar section, first ``ours/xgrammar per row-step (sample): <ratio>``,
 ``ours/xgrammar per row-step (beam): <ratio>`` and ``xgrammar compile time: ...``):
-``travel constrained/unconstrained per step: <ratio> (<mode>)`` and ``openagi constrained/unconstrained
-per step: <ratio> (<mode>)`` (embedded planner), then ``ours/unconstrained: <ratio>`` and
+``travel constrained/unconstrained per step: <ratio> (<mode>; ...; per token-step: <ratio>)`` and
+``openagi constrained/unconstrained per step: ...`` (embedded planner), then ``ours/unconstrained: <ratio>`` and
 ``prefix_fn/ours: <ratio>`` (the d_model 256 planner, beam search, time per row-step).
 """
 

@@ -51,37 +51,40 @@ def build_planner(seed: int = 0):
 
 
 class PassCounter:
-    """Counts decoder forward passes and their rows (a hook on the decoder module)."""
+    """Counts decoder forward passes, their rows (row-steps: rows x passes) and the tokens they read
+    (token-steps: a pass reading several tokens per row, a prefill of forced text, counts each; what
+    ``benchmarks/decoding_growth.py`` calls row-steps). A hook on the decoder module."""
 
     def __init__(self, decoder: torch.nn.Module):
-        self.passes = self.rows = 0
+        self.passes = self.rows = self.tokens = 0
         self.handle = decoder.register_forward_pre_hook(self._hook, with_kwargs=True)
 
     def _hook(self, _module, args, kwargs) -> None:
         ids = kwargs.get("input_ids", args[0] if args else None)
         self.passes += 1
         self.rows += int(ids.shape[0])
+        self.tokens += int(ids.shape[0]) * int(ids.shape[1])
 
 
 def measure(fns: dict[str, Callable[[], object]], decoder: torch.nn.Module,
-            repeats: int) -> dict[str, tuple[float, int, int, object]]:
+            repeats: int) -> dict[str, tuple[float, int, int, object, int]]:
     """Per method: the median run of ``repeats`` (by time per row-step): wall time, decoder passes,
-    row-steps, output.
+    row-steps, output, token-steps.
 
     One warm-up run each (allocations, grammar build, state tables); then the methods take turns, so
     that a shared machine's load hits them alike."""
     counter = PassCounter(decoder)
-    runs: dict[str, list[tuple[float, int, int, object]]] = {name: [] for name in fns}
+    runs: dict[str, list[tuple[float, int, int, object, int]]] = {name: [] for name in fns}
     try:
         for fn in fns.values():
             fn()
         for _ in range(repeats):
             for name, fn in fns.items():
-                counter.passes = counter.rows = 0
+                counter.passes = counter.rows = counter.tokens = 0
                 t = time.perf_counter()
                 res = fn()
                 dt = time.perf_counter() - t
-                runs[name].append((dt, counter.passes, counter.rows, res))
+                runs[name].append((dt, counter.passes, counter.rows, res, counter.tokens))
     finally:
         counter.handle.remove()
     out = {}

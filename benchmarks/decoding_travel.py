@@ -102,7 +102,7 @@ def build_times(env, tok, n_queries: int, repeats: int) -> None:
 
 
 def constraint_cost(model, tok, prompts: list[str], grammars: list, mode: str, width: int,
-                    repeats: int) -> dict[str, tuple[float, int, int, object]]:
+                    repeats: int) -> dict[str, tuple[float, int, int, object, int]]:
     """(b) ``ours`` (and ``ours (full head)``) against an unconstrained generate of the same row-steps
     and average batch shape (see ``benchmarks/decoding.py``'s docstring); the median runs."""
     decoder = model.get_decoder()
@@ -136,7 +136,8 @@ def travel_section(args) -> list[str]:
     print(f"\n(b) time per row-step: {len(qs)} travel queries ({'/'.join(map(str, TRAVEL_DAYS))} days: "
           f"{', '.join(str(g.dfa.num_states) for g in travel[1])} states), {len(tasks)} OpenAGI prompts; "
           "unconstrained = HF generate, same row-steps and mean rows per pass; median of "
-          f"{args.repeats}")
+          f"{args.repeats}. Row-steps: rows x passes; token-steps: the tokens the passes read (ours "
+          "prefills forced text, several tokens per row in one pass; HF generate reads one)")
     summary = []
     with torch.inference_mode():
         for mode, width in (("sample", args.samples), ("beam", args.beams)):
@@ -144,16 +145,18 @@ def travel_section(args) -> list[str]:
                 continue
             print(mode_title(mode, width))
             print(f"  {'grammar':<9}{'method':<18}{'total s':>9}{'passes':>8}{'row-steps':>11}{'rows/pass':>11}"
-                  f"{'ms/pass':>9}{'us/row-step':>13}")
+                  f"{'ms/pass':>9}{'us/row-step':>13}{'token-steps':>13}{'us/token-step':>15}")
             for name, (prompts, grammars) in (("travel", travel), ("openagi", openagi)):
                 res = constraint_cost(model, tok, prompts, grammars, mode, width, args.repeats)
-                for method, (t, n, r, _) in res.items():
+                for method, (t, n, r, _, k) in res.items():
                     print(f"  {name:<9}{method:<18}{t:>9.3f}{n:>8d}{r:>11d}{r / n:>11.1f}{1e3 * t / n:>9.2f}"
-                          f"{1e6 * t / r:>13.1f}")
+                          f"{1e6 * t / r:>13.1f}{k:>13d}{1e6 * t / k:>15.1f}")
                 step = {k: v[0] / v[2] for k, v in res.items()}
+                read = {k: v[0] / v[4] for k, v in res.items()}
                 summary.append(f"{name} constrained/unconstrained per step: "
                                f"{step['ours'] / step['unconstrained']:.2f} ({mode}; full head: "
-                               f"{step['ours (full head)'] / step['unconstrained']:.2f})")
+                               f"{step['ours (full head)'] / step['unconstrained']:.2f}; per token-step: "
+                               f"{read['ours'] / read['unconstrained']:.2f})")
                 if name == "travel":
                     best = res["ours"][3][-1][0]
                     print(f"  e.g. travel, {qs[-1].days}-day query: {len(best.rows)} rows, "

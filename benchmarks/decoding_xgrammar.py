@@ -106,7 +106,7 @@ def xgrammar_section(args, peer) -> list[str]:
             measured = measure(fns, decoder, args.repeats)
             print(mode_title(mode, width))
             print_times(measured)
-            for name, (t, n, r, (_, proc_s)) in [(k, v) for k, v in measured.items() if k.startswith("xgrammar")]:
+            for name, (t, n, r, (_, proc_s), *_) in [(k, v) for k, v in measured.items() if k.startswith("xgrammar")]:
                 print(f"  {name}: its logits processor (matchers, masks, applying them) "
                       f"{1e6 * proc_s / r:.1f} us/row-step of {1e6 * t / r:.1f}")
             valid, canon, rows = check(measured["xgrammar"][3][0], width)

@@ -19,6 +19,7 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutput
 
+from constrained_decoding.cross_attention import CrossKV, prompt_cross_attention, rows_cross_attention
 from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.gathered_rows import GatheredRows, gathered_rows
 from constrained_decoding.head import HeadMode, OutputHead
@@ -31,12 +32,14 @@ if TYPE_CHECKING:
 
 __all__ = ["PlannerRunner", "RowFork", "unwrap_model"]
 
-RESTACKED_JOINS = 4
+RESTACKED_JOINS = 8
 """Joins a batch takes by re-stacking before it moves into slots (``slot_cache``): moving costs about
-one re-stacking plus the buffers' first writes, which a batch joined a few times does not earn back
-(beam search: the branch rows of each prompt join when its root search ends, 3 joins for the
-decoding benchmark's travel queries: 1.12x the re-stacking CPU with slots from the third); stochastic
-beam search joins 29-74 times per call (0.6-0.8x the re-stacking CPU, benchmarks/distinct_sampling.py)."""
+one re-stacking plus the buffers' first writes, and a forward over slot views costs more than over
+a stacked cache, which a batch joined a few times does not earn back. Plain sampling joins 1-7 times
+on travel (7-day itineraries, 1 plan per query: 0.25-0.28 s per call re-stacking against 0.31 s with slots
+from the fifth join, ``benchmarks/decoding_growth.py --k 1 --queries 8``), beam search 3 times;
+stochastic beam search joins 66-182 times per call and gains most (0.25-0.6x the re-stacking CPU,
+``benchmarks/distinct_sampling.py``)."""
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -130,6 +133,7 @@ class PlannerRunner:
                 expand = torch.as_tensor([where[c] for c in self.canonical], device=self.device)
                 hidden, mask = hidden.index_select(0, expand), mask.index_select(0, expand)
             self.enc_hidden, self.enc_mask = hidden, mask
+        self._cross: CrossKV | None = None  # per decoder layer: the prompts' cross-attention K/V
         self._prefix: SharedPrefix | None = None  # causal teacher forcing: the distinct prompts' cache (made once)
         self.gathered: GatheredRows | None = None  # teacher forcing: the token rows a scoring call reads (gather_rows)
         self.batch: RowBatch | SlotBatch | None = None  # the running rows (see start / add_rows / step / select)
@@ -158,8 +162,9 @@ class PlannerRunner:
         prompt_idx = prompt_idx.to(self.device)
         if self.encoder_decoder:
             ids, mask = _pad([[self.decoder_start, *p] for p in prefixes], self.pad_id, True, self.device)
-            # rows of equal length need no decoder mask (and HF builds none: cheaper steps)
-            self.batch = RowBatch(EncoderDecoderCache(DynamicCache(), DynamicCache()),
+            # rows of equal length need no decoder mask (and HF builds none: cheaper steps); the
+            # cross-attention K/V are the prompts' (computed once per prompt), so the model reuses them
+            self.batch = RowBatch(EncoderDecoderCache(DynamicCache(), self._cross_rows(prompt_idx)),
                                   None if len({len(p) for p in prefixes}) == 1 else mask,
                                   enc=self.enc_hidden.index_select(0, prompt_idx),  # type: ignore[union-attr]
                                   enc_mask=self.enc_mask.index_select(0, prompt_idx))  # type: ignore[union-attr]
@@ -183,6 +188,15 @@ class PlannerRunner:
         self.batch.mask = torch.cat([head_mask.index_select(0, expand), tail_mask], 1)
         self.batch.pos = (self.batch.mask.cumsum(-1) - 1).clamp(min=0)[:, head.shape[1] :]
         return self._causal(tail)
+
+    def _cross_rows(self, prompt_idx: torch.Tensor) -> DynamicCache:
+        """Encoder-decoder models: a cross-attention cache of each row's prompt's keys and values,
+        computed once per prompt (:mod:`constrained_decoding.cross_attention`)."""
+        if self._cross is None:
+            decoder = self.model.get_decoder()
+            self._cross = prompt_cross_attention(decoder, self.enc_hidden, self.enc_mask,  # type: ignore[arg-type]
+                                                 self.decoder_start, cache_keyword(decoder))  # type: ignore[arg-type]
+        return rows_cross_attention(self._cross, prompt_idx)
 
     def add_rows(self, prompt_idx: torch.Tensor, prefixes: Sequence[Sequence[int]],
                  copies: torch.Tensor | None = None,

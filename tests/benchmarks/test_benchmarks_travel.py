@@ -25,6 +25,9 @@ def test_travel_section_prints_build_times_and_per_step_ratios(capsys):
     assert re.search(r"openagi \(signature\)\s+\d+\s+\d", out)
     for name in ("travel", "openagi"):
         for mode in ("sample", "beam"):
-            line = rf"^{name} constrained/unconstrained per step: (\d+\.\d+) \({mode};"
+            line = rf"^{name} constrained/unconstrained per step: (\d+\.\d+) \({mode};.*per token-step: (\d+\.\d+)\)$"
             m = re.search(line, out, re.MULTILINE)
-            assert m and float(m.group(1)) > 0, out
+            assert m and float(m.group(1)) > 0 and float(m.group(2)) > 0, out
+    # ours prefills forced text (several tokens per row in a pass): more token-steps than row-steps on travel
+    rows = re.findall(r"^  travel\s+ours\s+[\d.]+\s+\d+\s+(\d+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(\d+)", out, re.MULTILINE)
+    assert rows and all(int(k) > int(r) for r, k in rows), out

@@ -1,0 +1,42 @@
+"""An encoder-decoder planner's cross-attention keys and values, once per prompt.
+
+They depend on the prompt alone, so :class:`constrained_decoding.runner.PlannerRunner` computes them
+once per prompt (:func:`prompt_cross_attention`: one decoder pass over the prompts, the model's own
+code) and every row it opens starts from its prompt's (:func:`rows_cross_attention`), instead of the
+model projecting the encoder states again for each row of a beam search group, each sampled plan's
+rows and each joining row. A cross-attention cache that holds keys is one the model reuses
+(``EncoderDecoderCache.is_updated``), so the rows decode exactly as before
+(tests/constrained_decoding/test_cross_attention_once.py).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
+
+__all__ = ["prompt_cross_attention", "rows_cross_attention"]
+
+CrossKV = list[tuple[torch.Tensor, torch.Tensor]]  # per decoder layer: keys and values [prompts, heads, positions, dim]
+
+
+def prompt_cross_attention(decoder: nn.Module, enc_hidden: torch.Tensor, enc_mask: torch.Tensor, start_id: int,
+                           cache_keyword: str) -> CrossKV:
+    """Per decoder layer, the cross-attention keys and values of each prompt (row ``i``: prompt ``i``
+    of ``enc_hidden``), from one pass of ``decoder`` reading the decoder start token."""
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    start = torch.full((enc_hidden.shape[0], 1), start_id, dtype=torch.long, device=enc_hidden.device)
+    decoder(input_ids=start, encoder_hidden_states=enc_hidden, encoder_attention_mask=enc_mask,
+            **{cache_keyword: cache, "use_cache": True})
+    return [(x.keys, x.values) for x in cache.cross_attention_cache.layers]
+
+
+def rows_cross_attention(cross: CrossKV, prompt_idx: torch.Tensor) -> DynamicCache:
+    """A cross-attention cache whose row ``r`` holds prompt ``prompt_idx[r]``'s keys and values."""
+    cache = DynamicCache()
+    for k, v in cross:
+        layer = DynamicLayer()
+        layer.lazy_initialization(k, v)
+        layer.keys, layer.values = k.index_select(0, prompt_idx), v.index_select(0, prompt_idx)
+        cache.layers.append(layer)
+    return cache
