@@ -12,7 +12,8 @@ sampling call and one beam-search call of
 
 * (a) the embedded T5 planner (``configs/default.yaml``'s shape, random weights) on OpenAGI tasks
   (linear ones, and two-input ones whose branch rows join the batch while it runs) and, without
-  ``--quick``, sampling on travel queries of 3 and 5 days (long rows, ~20-40 branch rows each), and
+  ``--quick``, sampling, beam search and stochastic beam search on travel queries of 3 and 5 days
+  (long rows, ~20-40 branch rows each), and
 * (b) a tiny LLaMA (the embedded causal planner's shape) with the project's LoRA adapter
   (:func:`rltf.planners.loading.apply_lora`, default settings: rank 8, dropout 0.05),
 
@@ -54,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 from benchmarks.decoding_travel import build_embedded, travel_queries, travel_tokenizer_texts  # noqa: E402
 from constrained_decoding.decode import beam_search_plans, sample_plans  # noqa: E402
 from constrained_decoding.runner import PlannerRunner  # noqa: E402
+from constrained_decoding.without_replacement import sample_distinct_plans  # noqa: E402
 from envs.openagi.env import OpenAGIEnv  # noqa: E402
 from envs.travel.env import TravelPlannerEnv  # noqa: E402
 from rltf.config.sections import EmbeddedSettings, LoraSettings  # noqa: E402
@@ -201,14 +203,21 @@ def openagi_calls(env, quick: bool) -> list[tuple[str, Callable]]:
 
 
 def travel_calls(env, days: tuple[int, ...]) -> list[tuple[str, Callable]]:
-    """Sampling travel itineraries (long rows, ~20-40 branch rows each joining the batch)."""
-    def sample(d):
+    """Travel itineraries (long rows, ~20-40 branch rows each joining the batch): sampling, beam search
+    and stochastic beam search (4 distinct plans per query)."""
+    def call(d, how):
         def run(model, tok):
             qs = travel_queries(env, d, 2)
-            return sample_plans(model, tok, [q.query for q in qs], [env.grammar(tok, q) for q in qs], 4, seed=0)
+            prompts, grammars = [q.query for q in qs], [env.grammar(tok, q) for q in qs]
+            if how == "beam":
+                return beam_search_plans(model, tok, prompts, grammars, 4)
+            if how == "distinct":
+                return sample_distinct_plans(model, tok, prompts, grammars, 4, seed=0)
+            return sample_plans(model, tok, prompts, grammars, 4, seed=0)
         return run
 
-    return [(f"sample 2x4 travel {d} days", sample(d)) for d in days]
+    names = {"sample": "sample 2x4", "beam": "beam 4 x 2", "distinct": "distinct 2x4"}
+    return [(f"{names[how]} travel {d} days", call(d, how)) for how in names for d in days]
 
 
 def cases(quick: bool) -> list[tuple[str, nn.Module, object, list[tuple[str, Callable]]]]:

@@ -128,6 +128,7 @@ class Step:
     logprob: torch.Tensor | None = None  # (stochastic) [rows] the running beams' log-probabilities
     fin_logprob: torch.Tensor | None = None  # (stochastic) [groups, width] the finishing ones'
     next_val: torch.Tensor | None = None  # (stochastic) [groups, 2] the best running and finishing left out
+    left_running: torch.Tensor | None = None  # (stochastic) [groups] the best running node a group left out
 
 
 class BeamSearch:
@@ -158,11 +159,13 @@ class BeamSearch:
         self.waiting = Waiting(lambda item: item[0][2])
         self.steps = 0  # decoding steps so far (named by a non-finite logits error)
         self.bad = torch.zeros(0, dtype=torch.bool, device=dev)  # per row: unusable logits this step
-        # reads skipped while no row can finish (plain beam search): the next step that must read, each
+        # reads skipped while no row can finish: the next step that must read, each
         # grammar state's fewest steps to the end (on the device), and the unread steps' unusable-logit counts
         self.due = 0
         self.to_end = torch.as_tensor(table_bounds(tables)[0], device=dev)
         self.unread_bad: list[tuple[int, torch.Tensor]] = []
+        self.left_max: torch.Tensor | None = None  # (stochastic) see _left_max
+        self._layout: tuple | None = None  # (widths, then _grid's tensors) of the running groups' grid
 
     def run(self, groups: Sequence[BeamGroup]) -> list[Hyps]:
         """Each group's (and each spawned group's) finished rows, best first."""
@@ -200,26 +203,43 @@ class BeamSearch:
             src = (base + torch.div(pos[:, :w], d, rounding_mode="floor")).view(-1)
             slot, fin_src = (pos[:, :w] % d).view(-1), base + torch.div(fin_pos[:, :w], d, rounding_mode="floor")
         else:  # row j of group i at grid[i, j]; missing rows repeat the group's first row, scored -inf
-            first = torch.as_tensor([0, *itertools.accumulate(widths)][:-1], device=dev)
-            in_group = torch.arange(w, device=dev) < torch.as_tensor(widths, device=dev).unsqueeze(1)
-            grid = first.unsqueeze(1) + torch.arange(w, device=dev) * in_group
+            width_t, in_group, keep, grid = self._grid(widths)
             missing = ~in_group.unsqueeze(2)
             val, pos = run[grid].masked_fill(missing, NEG_INF).view(n, w * d).topk(top, dim=1)
             fin_val, fin_pos = fin[grid].masked_fill(missing, NEG_INF).view(n, w * d).topk(top, dim=1)
-            src = grid.gather(1, torch.div(pos[:, :w], d, rounding_mode="floor"))[in_group]
-            slot = (pos[:, :w] % d)[in_group]
+            src = grid.gather(1, torch.div(pos[:, :w], d, rounding_mode="floor")).view(-1).index_select(0, keep)
+            slot = (pos[:, :w] % d).reshape(-1).index_select(0, keep)
             fin_src = grid.gather(1, torch.div(fin_pos[:, :w], d, rounding_mode="floor"))
         fin_slot = fin_pos[:, :w] % d
         if self.gumbel is None:
-            return Step(val, src, slot, val[:, :w].reshape(-1) if min(widths) == w else val[in_group], fin_val,
-                        fin_src, fin_slot)
+            return Step(val, src, slot, val[:, :w].reshape(-1) if min(widths) == w else
+                        val[:, :w].reshape(-1).index_select(0, keep), fin_val, fin_src, fin_slot)
         left_out = torch.full((n, 2), NEG_INF, dtype=val.dtype, device=dev)
         if top > w:
             left_out = torch.stack([val[:, w], fin_val[:, w]], 1)
         val, fin_val = val[:, :w], fin_val[:, :w]
-        score = val.reshape(-1) if min(widths) == w else val[in_group]
+        if min(widths) == w:
+            score, left_running = val.reshape(-1), left_out[:, 0]
+        else:  # a group of width gw < w leaves out its rank-gw running node
+            score = val.reshape(-1).index_select(0, keep)
+            left_running = torch.cat([val, left_out[:, :1]], 1).gather(1, width_t.unsqueeze(1)).squeeze(1)
         return Step(val, src, slot, score, fin_val, fin_src, fin_slot, cand[src, slot], cand[fin_src, fin_slot],
-                    left_out)
+                    left_out, left_running)
+
+    def _grid(self, widths: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Groups of several widths on an ``[groups, widest]`` grid: the widths, which grid cells hold a
+        row, the flat cells that do (row order) and each cell's row (a missing one: its group's first).
+        Made on the device when the running groups change, not at every step (uploads wait for the
+        device on a GPU), and indexed, not masked (a boolean mask reads the device)."""
+        key = tuple(widths)
+        if self._layout is None or self._layout[0] != key:
+            dev, w = self.dev, max(widths)
+            width_t = torch.as_tensor(widths, device=dev)
+            in_group = torch.arange(w, device=dev) < width_t.unsqueeze(1)
+            keep = torch.as_tensor([i * w + j for i, gw in enumerate(widths) for j in range(gw)], device=dev)
+            first = torch.as_tensor([0, *itertools.accumulate(widths)][:-1], device=dev)
+            self._layout = (key, width_t, in_group, keep, first.unsqueeze(1) + torch.arange(w, device=dev) * in_group)
+        return self._layout[1:]
 
     def _record_finished(self, step: Step) -> list[bool]:
         """Keep the finishing continuations that enter their group's best; which groups stop."""
@@ -230,17 +250,22 @@ class BeamSearch:
         stochastic = step.next_val is not None
         w = step.val.shape[1]
         self.unread_bad.append((self.steps, self.bad.sum()))
-        if not stochastic and self.steps < self.due and not any(
-                len(self.groups[g].kept) >= self.groups[g].width for g in self.running):
-            # no row can finish at this step and no group can stop (see _skips): nothing to decide
+        if self.steps < self.due and not any(len(self.groups[g].kept) >= self.groups[g].width for g in self.running):
+            # no row can finish at this step and no group can stop (see _skips): nothing to decide but,
+            # stochastic, κ's candidate: the best running node each group leaves out, kept on the device
+            if stochastic:
+                self.left_max = self._left_max(step.left_running)
             return [False] * len(self.running)
-        # stochastic: every running and finishing score, then the best of each left out
-        parts = [step.val, step.fin_val, step.next_val] if stochastic else [step.val[:, :1], step.fin_val]
+        # stochastic: every running and finishing score, the best of each left out, then the best running
+        # node left out at the unread steps since the last read
+        parts = [step.val, step.fin_val, step.next_val, self._left_max(step.left_running).unsqueeze(1)] \
+            if stochastic else [step.val[:, :1], step.fin_val]
+        self.left_max = None
         grid = torch.cat(parts, 1)
         candidates = self._finishing(step)
         bad = torch.stack([b for _, b in self.unread_bad])
         # float64 holds all exactly: the scores (float32 or float64), the ids, lengths, tokens and counts
-        skips = step.val.new_ones(()) if stochastic else self._skips(step)  # (stochastic: every step is read)
+        skips = self._skips(step)
         flat = torch.cat([grid.double().reshape(-1), candidates.double().reshape(-1), bad.double(),
                           skips.double().view(1)]).tolist()
         cols, width = grid.shape[1], candidates.shape[1]
@@ -257,8 +282,8 @@ class BeamSearch:
         for i, g in enumerate(self.running):
             grp = self.groups[g]
             row = top[i]
-            running, finishing = (row[: w] + row[2 * w : 2 * w + 1], row[w : 2 * w] + row[2 * w + 1 :]) if stochastic \
-                else (row[:1], row[1:])
+            running, finishing = (row[: w] + row[2 * w : 2 * w + 1], row[w : 2 * w] + row[2 * w + 1 : 2 * w + 2]) \
+                if stochastic else (row[:1], row[1:])
             gw, best_running = grp.width, running[0]
             worse = [-h.score for h in grp.kept]  # (negated: ascending)
             added = 0
@@ -273,12 +298,24 @@ class BeamSearch:
                 worse = sorted(worse + [-f for _, _, f in entering[-added:]])[:gw]
             stops = best_running == NEG_INF or (len(worse) == gw and -worse[-1] >= best_running)
             if stochastic:  # the best nodes this step left out: a running one not taken, a finishing one not kept,
-                #             and at the stop the running beams themselves
-                grp.dropped = max(grp.dropped, running[gw], finishing[added], best_running if stops else NEG_INF)
+                #             and at the stop the running beams themselves; and the running ones unread steps left out
+                grp.dropped = max(grp.dropped, running[gw], finishing[added], best_running if stops else NEG_INF,
+                                  row[2 * w + 2])
             done.append(stops)
         if entering:
             self._keep(entering, moved, w, stochastic)
         return done
+
+    def _left_max(self, left_running: torch.Tensor) -> torch.Tensor:
+        """Per running group, the largest key of a running node it left out at this step or at an
+        unread step since the last read (on the device). Groups only join between reads (at the end
+        of the running ones): those the running maximum does not cover yet have left nothing out."""
+        if self.left_max is None:
+            return left_running
+        held = self.left_max
+        if held.shape[0] < left_running.shape[0]:
+            held = torch.cat([held, held.new_full((left_running.shape[0] - held.shape[0],), NEG_INF)])
+        return torch.maximum(held, left_running)
 
     def _skips(self, step: Step) -> torch.Tensor:
         """How many steps from now the device must be read again (a 0-dim tensor): the fewest steps

@@ -1,7 +1,8 @@
 """Beam search reads the device only at steps where a row can end (constrained_decoding/beam.py,
 ``BeamSearch._skips``): on travel itineraries (long rows) most steps are not read, and the search
-returns exactly what reading every step returns; unusable logits at an unread step are still raised,
-naming that step."""
+returns exactly what reading every step returns -- stochastic beam search included, whose threshold κ
+takes the running nodes left out at unread steps from a maximum kept on the device; unusable logits
+at an unread step are still raised, naming that step."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 from constrained_decoding import beam as beam_mod
 from constrained_decoding.decode import beam_search_plans, greedy_plans
 from constrained_decoding.search import NonFiniteLogitsError
+from constrained_decoding.without_replacement import sample_distinct_plans
 from tests.constrained_decoding.test_slot_rows import travel  # noqa: F401  (the module's travel planners)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -50,6 +52,25 @@ def test_unread_steps_change_nothing(travel, name, monkeypatch):  # noqa: F811
     assert skipped[2] < 0.8 * every[2], (skipped[2], every[2])  # long rows: most steps are not read
 
 
+@pytest.mark.parametrize("name", ["t5", "llama"])
+def test_stochastic_beam_search_unread_steps_change_nothing(travel, name, monkeypatch):  # noqa: F811
+    env, planners = travel
+    model, tok = planners[name]
+    prompts, grammars = _queries(env, tok)
+    reads = _reads(monkeypatch)
+    found = {}
+    for every_step in (False, True):
+        if every_step:
+            monkeypatch.setattr(beam_mod.BeamSearch, "_skips", lambda self, step: torch.tensor(1))
+        reads.clear()
+        drawn = sample_distinct_plans(model, tok, prompts, grammars, 3, seed=7)
+        found[every_step] = ([([(d.rows, d.logprob) for d in x.plans], x.keys, x.threshold) for x in drawn],
+                             len(reads))
+    assert found[False][0] == found[True][0]  # the same plans, log-probabilities, keys and κ, bit for bit
+    assert any(t > float("-inf") for _, _, t in found[False][0])  # κ is a left-out key, not only "none left"
+    assert found[False][1] < 0.8 * found[True][1], (found[False][1], found[True][1])
+
+
 def test_unusable_logits_at_an_unread_step_name_that_step(travel, monkeypatch):  # noqa: F811
     env, planners = travel
     model, tok = planners["t5"]
@@ -69,3 +90,22 @@ def test_unusable_logits_at_an_unread_step_name_that_step(travel, monkeypatch): 
     monkeypatch.setattr(beam_mod, "slot_logprobs", poisoned)
     with pytest.raises(NonFiniteLogitsError, match=f"at decoding step {target}"):
         beam_search_plans(model, tok, prompts, grammars, num_beams=3)
+
+
+def test_stochastic_beam_search_reads_no_boolean_masks(travel, monkeypatch):  # noqa: F811
+    """Groups of several widths are laid on their grid by index (``BeamSearch._grid``, made when the
+    running groups change): no boolean mask, whose ``nonzero`` reads the device, at any step."""
+    from benchmarks.decode_syncs import counting
+
+    env, planners = travel
+    model, tok = planners["t5"]
+    prompts, grammars = _queries(env, tok)
+    grids = []
+    real = beam_mod.BeamSearch._grid
+    monkeypatch.setattr(beam_mod.BeamSearch, "_grid", lambda self, widths: grids.append(1) or real(self, widths))
+    sample_distinct_plans(model, tok, prompts, grammars, 3, seed=7)  # warm: tables, the head probe
+    grids.clear()
+    with counting() as c:
+        sample_distinct_plans(model, tok, prompts, grammars, 3, seed=7)
+    assert grids, "expected groups of several widths"
+    assert set(c.sync_kinds) <= {"tolist"}, c.sync_kinds
