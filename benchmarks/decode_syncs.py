@@ -13,7 +13,9 @@ sampling call and one beam-search call of
 * (a) the embedded T5 planner (``configs/default.yaml``'s shape, random weights) on OpenAGI tasks
   (linear ones, and two-input ones whose branch rows join the batch while it runs) and, without
   ``--quick``, sampling, beam search and stochastic beam search on travel queries of 3 and 5 days
-  (long rows, ~20-40 branch rows each), and
+  (long rows, ~20-40 branch rows each), and stochastic beam search in slots (8 queries x 8 plans)
+  with beam search's selects mapped on the host (the CPU's path) and gathered on the device (an
+  accelerator's: ``constrained_decoding.slot_rows.GATHER_ON_DEVICE``), and
 * (b) a tiny LLaMA (the embedded causal planner's shape) with the project's LoRA adapter
   (:func:`rltf.planners.loading.apply_lora`, default settings: rank 8, dropout 0.05),
 
@@ -53,6 +55,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from benchmarks.decoding_travel import build_embedded, travel_queries, travel_tokenizer_texts  # noqa: E402
+from constrained_decoding import slot_rows  # noqa: E402
 from constrained_decoding.decode import beam_search_plans, sample_plans  # noqa: E402
 from constrained_decoding.runner import PlannerRunner  # noqa: E402
 from constrained_decoding.without_replacement import sample_distinct_plans  # noqa: E402
@@ -216,8 +219,23 @@ def travel_calls(env, days: tuple[int, ...]) -> list[tuple[str, Callable]]:
             return sample_plans(model, tok, prompts, grammars, 4, seed=0)
         return run
 
+    def distinct_in_slots(gather_on_device: bool):
+        """8 queries x 8 distinct plans: 57 joins, so the batch runs in slots; beam search's selects
+        mapped on the host (the CPU's path) or gathered on the device (an accelerator's)."""
+        def run(model, tok):
+            qs = travel_queries(env, days[0], 8)
+            before, slot_rows.GATHER_ON_DEVICE = slot_rows.GATHER_ON_DEVICE, gather_on_device
+            try:
+                return sample_distinct_plans(model, tok, [q.query for q in qs], [env.grammar(tok, q) for q in qs], 8,
+                                             seed=0)
+            finally:
+                slot_rows.GATHER_ON_DEVICE = before
+        return run
+
     names = {"sample": "sample 2x4", "beam": "beam 4 x 2", "distinct": "distinct 2x4"}
-    return [(f"{names[how]} travel {d} days", call(d, how)) for how in names for d in days]
+    return [(f"{names[how]} travel {d} days", call(d, how)) for how in names for d in days] + [
+        (f"distinct 8x8 travel {days[0]} days, slots, {where}", distinct_in_slots(where == "gathered on device"))
+        for where in ("mapped on host", "gathered on device")]
 
 
 def cases(quick: bool) -> list[tuple[str, nn.Module, object, list[tuple[str, Callable]]]]:

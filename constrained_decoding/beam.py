@@ -57,6 +57,7 @@ from constrained_decoding.search import (
     open_rows,
     slot_logprobs,
 )
+from constrained_decoding.slot_rows import SlotBatch
 from constrained_decoding.tables import StateTables
 
 BeamGroup = tuple  # (prompt index, start, beam width) or (..., φ, G): the plan's log-prob and key it continues
@@ -401,12 +402,18 @@ class BeamSearch:
             return True
         if any_done:
             keep = torch.as_tensor(keep_rows, dtype=torch.long, device=self.dev)
-            src, tok = src[keep], tok[keep]
-            self.state, self.score, self.seq, self.length = (self.state[keep], self.score[keep], self.seq[keep],
-                                                             self.length[keep])
+            if isinstance(self.runner.batch, SlotBatch) and self.runner.batch.gathers_on_device:
+                self.runner.select(src, same_prompt=True)  # beams take their parents on the device, then the
+                src = None  # rows the host knows stay (nothing read back)
+                self.runner.select(keep, host_rows=keep_rows)
+            else:
+                src = src[keep]
+            tok, self.state, self.score, self.seq, self.length = (tok[keep], self.state[keep], self.score[keep],
+                                                                  self.seq[keep], self.length[keep])
             if self.gumbel is not None:
                 self.key = self.key[keep]
-        self.runner.select(src, same_prompt=not any_done)
+        if src is not None:
+            self.runner.select(src, same_prompt=not any_done)
         self.feats = self.runner.step(tok) if self.running else None
         if new:
             self._join([g for g, _ in new], [f for _, f in new])

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 
-__all__ = ["prompt_cross_attention", "rows_cross_attention"]
+__all__ = ["filled_layer", "prompt_cross_attention", "rows_cross_attention"]
 
 CrossKV = list[tuple[torch.Tensor, torch.Tensor]]  # per decoder layer: keys and values [prompts, heads, positions, dim]
 
@@ -31,12 +31,17 @@ def prompt_cross_attention(decoder: nn.Module, enc_hidden: torch.Tensor, enc_mas
     return [(x.keys, x.values) for x in cache.cross_attention_cache.layers]
 
 
+def filled_layer(keys: torch.Tensor, values: torch.Tensor) -> DynamicLayer:
+    """A cache layer holding ``keys`` and ``values`` (``DynamicLayer.lazy_initialization`` would first
+    make empty tensors on their device: an upload each, on an accelerator)."""
+    layer = DynamicLayer()
+    layer.device, layer.is_initialized = keys.device, True
+    layer.keys, layer.values = keys, values
+    return layer
+
+
 def rows_cross_attention(cross: CrossKV, prompt_idx: torch.Tensor) -> DynamicCache:
     """A cross-attention cache whose row ``r`` holds prompt ``prompt_idx[r]``'s keys and values."""
     cache = DynamicCache()
-    for k, v in cross:
-        layer = DynamicLayer()
-        layer.lazy_initialization(k, v)
-        layer.keys, layer.values = k.index_select(0, prompt_idx), v.index_select(0, prompt_idx)
-        cache.layers.append(layer)
+    cache.layers = [filled_layer(k.index_select(0, prompt_idx), v.index_select(0, prompt_idx)) for k, v in cross]
     return cache

@@ -13,7 +13,9 @@ batch becomes after its first joins (:meth:`SlotBatch.joined`; see
 * Dropping rows only changes the map; the slots they held are free. Joining rows are prefilled in a
   cache of their own (as before) and copied into free slots, right-aligned to the window's last
   column; the running rows are not moved. A slot repeated by a selection (beam search) is copied
-  into a free slot. Before a forward, rows in the last slots move into free slots left below them
+  into a free slot; on an accelerator a beam search selection is gathered on the device instead
+  (every row's columns copied, the map kept, nothing read back: :meth:`SlotBatch._gather_rows`).
+  Before a forward, rows in the last slots move into free slots left below them
   (:meth:`SlotBatch.advance`), so the forward reads as many slots as rows.
 * The window starts at the first column a running row holds (columns every row has left are not
   read again) and grows to the left when a joining row's context is longer; the buffers grow by
@@ -35,9 +37,15 @@ from collections.abc import Sequence
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 
+from constrained_decoding.cross_attention import filled_layer
 from constrained_decoding.kv_rows import RowBatch, RowFork
 
-__all__ = ["SlotBatch", "SlotLayer"]
+__all__ = ["GATHER_ON_DEVICE", "SlotBatch", "SlotLayer"]
+
+GATHER_ON_DEVICE: bool | None = None
+"""Whether a ``same_prompt`` select (beam search) is gathered on the device (:meth:`SlotBatch._gather_rows`)
+rather than mapped on the host; None: on every device but the CPU, where a read costs nothing and the
+host path copies less. Tests set it to check the device path on the CPU."""
 
 
 class Window:
@@ -221,11 +229,7 @@ class SlotBatch:
         self_cache.layers = list(self.layers)
         if self.encoder_decoder:
             cross = DynamicCache()
-            for kb, vb in self.cross:  # views, not DynamicLayer.update (a copy)
-                layer = DynamicLayer()
-                layer.lazy_initialization(kb, vb)
-                layer.keys, layer.values = kb[: w.n], vb[: w.n]
-                cross.layers.append(layer)
+            cross.layers = [filled_layer(kb[: w.n], vb[: w.n]) for kb, vb in self.cross]  # views, not copies
             self.cache: DynamicCache | EncoderDecoderCache = EncoderDecoderCache(self_cache, cross)
             self.enc, self.enc_mask = self.ebuf[: w.n], self.embuf[: w.n]  # type: ignore[index]
             self.pos = None
@@ -299,9 +303,13 @@ class SlotBatch:
 
     def select(self, rows: torch.Tensor, same_prompt: bool = False, host_rows: Sequence[int] | None = None) -> None:
         """Keep (and reorder or repeat) rows: the map changes; a repeated slot is copied to a free one.
-        ``same_prompt`` (row ``i`` is replaced by a row of row ``i``'s prompt): a repeat copied into
+        ``same_prompt`` (row ``i`` is replaced by a row of row ``i``'s beam group): a repeat copied into
         the slot row ``i`` held keeps that slot's encoder states and cross-attention K/V.
-        ``host_rows``: ``rows`` on the host (else read from the device: one transfer)."""
+        ``host_rows``: ``rows`` on the host (else read from the device: one transfer; on an accelerator
+        a ``same_prompt`` select is gathered on the device instead, :meth:`_gather_rows`)."""
+        if same_prompt and host_rows is None and self.gathers_on_device:
+            self._gather_rows(rows)
+            return
         old = self.slots
         new = [old[r] for r in (rows.tolist() if host_rows is None else host_rows)]
         seen: set[int] = set()
@@ -334,6 +342,30 @@ class SlotBatch:
                 new[i] = dst[i]
         self.slots = new
         self._remap()
+
+    @property
+    def gathers_on_device(self) -> bool:
+        """Whether a ``same_prompt`` select is gathered on the device (see :data:`GATHER_ON_DEVICE`)."""
+        return self.device.type != "cpu" if GATHER_ON_DEVICE is None else GATHER_ON_DEVICE
+
+    def _gather_rows(self, rows: torch.Tensor) -> None:
+        """A ``same_prompt`` select that reads nothing back: the slot of row ``i`` takes the
+        self-attention keys and values of row ``rows[i]``'s slot. A beam takes its parent from its own
+        group, whose rows joined together (the same prompt, mask and first column), so those are all
+        that differ, and the map stays. It copies every running row's columns (as re-stacking does)
+        where the host path copies only repeated slots, but a read waits for the device's queue."""
+        w, n = self.window, len(self.slots)
+        if rows.shape[0] != n:
+            raise ValueError(f"a same-prompt select keeps every row: {rows.shape[0]} rows for {n}")
+        dst = self._slot_t  # None: row r in slot r
+        src = rows if dst is None else dst.index_select(0, rows)
+        for buf in self._column_buffers():
+            window = buf[:, :, w.lo : w.hi]
+            moved = window.index_select(0, src)
+            if dst is None:
+                window[:n].copy_(moved)
+            else:
+                window.index_copy_(0, dst, moved)
 
     def _compact(self) -> None:
         """Move the rows of the last slots into the free slots below them: the forward reads as many

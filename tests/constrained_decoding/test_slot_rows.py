@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from constrained_decoding import runner as runner_mod
+from constrained_decoding import slot_rows
 from constrained_decoding.decode import beam_search_plans, sample_plans
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.slot_rows import SlotBatch
@@ -217,3 +218,33 @@ def test_travel_plans_the_same_with_slots(travel, name, monkeypatch):
     assert [[r for r, _ in ds] for ds in runs[True]] == [[r for r, _ in ds] for ds in runs[False]]
     torch.testing.assert_close(torch.tensor([lp for ds in runs[True] for _, lp in ds]),
                                torch.tensor([lp for ds in runs[False] for _, lp in ds]), **LOGPROB_TOL)
+
+
+@pytest.mark.parametrize("name", ["t5", "llama"])
+def test_beam_selects_gathered_on_the_device(travel, name, monkeypatch):
+    """On an accelerator a beam search select (``same_prompt``) is gathered on the device instead of
+    read and mapped on the host (``SlotBatch._gather_rows``; forced here on the CPU): beam search and
+    stochastic beam search in slots from the first join draw what the re-stacking path draws, with
+    log-probabilities equal to float tolerance, and no slot batch select reads the device."""
+    env, planners = travel
+    model, tok = planners[name]
+    queries = [[q for q in env.queries() if q.days == d][0] for d in (3, 5)]
+    prompts, grammars = [q.query for q in queries], [env.grammar(tok, q) for q in queries]
+    monkeypatch.setattr(runner_mod, "RESTACKED_JOINS", 0)
+    gathered, beam_selects = [], []  # gathers on the device; slot batch selects a beam search makes
+    real_gather, real_select = SlotBatch._gather_rows, SlotBatch.select
+    monkeypatch.setattr(SlotBatch, "_gather_rows", lambda self, rows: gathered.append(1) or real_gather(self, rows))
+    monkeypatch.setattr(SlotBatch, "select", lambda self, rows, same_prompt=False, host_rows=None: beam_selects.append(
+        same_prompt and host_rows is None) or real_select(self, rows, same_prompt, host_rows))
+    runs = {}
+    for path in ("device", "restack"):
+        _with_path(monkeypatch, path == "device")
+        monkeypatch.setattr(slot_rows, "GATHER_ON_DEVICE", path == "device")
+        beams = beam_search_plans(model, tok, prompts, grammars, num_beams=4, num_return=2)
+        distinct = sample_distinct_plans(model, tok, prompts, grammars, 3, seed=3)
+        runs[path] = [[(d.rows, d.logprob) for d in ds] for ds in beams + [x.plans for x in distinct]]
+        if path == "device":  # every beam search select went to the device: none read its rows
+            assert len(gathered) == sum(beam_selects) > 0
+    assert [[r for r, _ in ds] for ds in runs["device"]] == [[r for r, _ in ds] for ds in runs["restack"]]
+    torch.testing.assert_close(torch.tensor([lp for ds in runs["device"] for _, lp in ds]),
+                               torch.tensor([lp for ds in runs["restack"] for _, lp in ds]), **LOGPROB_TOL)
