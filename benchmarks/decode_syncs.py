@@ -30,7 +30,9 @@ per decode step (a ``PlannerRunner.step`` call, i.e. one decoder pass for the ru
   ``TorchFunctionMode`` (``tolist`` has no aten op on a CPU) and a ``TorchDispatchMode``.
 * **uploads**: tensors built from Python data outside the model (``aten::lift_fresh``): on a GPU
   each one the decoder sends to the device is a blocking host-to-device copy, which waits for the
-  device as well (some stay on the host: an upper bound).
+  device as well (some stay on the host: an upper bound); **of which queued**: those made by
+  :func:`constrained_decoding.uploads.upload`, which on a GPU copies from pinned memory without
+  blocking.
 * **aten ops outside the model**: the ops the ``TorchDispatchMode`` sees while no module's forward
   runs (the sampler's bookkeeping, the restricted output head, cache moves); **in the model**:
   the ops inside module forwards (a LoRA layer's dropout is one of them).
@@ -58,6 +60,7 @@ from benchmarks.decoding_travel import build_embedded, travel_queries, travel_to
 from constrained_decoding import slot_rows  # noqa: E402
 from constrained_decoding.decode import beam_search_plans, sample_plans  # noqa: E402
 from constrained_decoding.runner import PlannerRunner  # noqa: E402
+from constrained_decoding.uploads import upload  # noqa: E402
 from constrained_decoding.without_replacement import sample_distinct_plans  # noqa: E402
 from envs.openagi.env import OpenAGIEnv  # noqa: E402
 from envs.travel.env import TravelPlannerEnv  # noqa: E402
@@ -91,10 +94,21 @@ def _cross_device(func, args, kwargs) -> bool:
     return dev is not None and torch.device(dev) != args[0].device
 
 
+def _in_upload() -> bool:
+    """Whether the tensor is being made by :func:`constrained_decoding.uploads.upload` (on a GPU a
+    non-blocking copy from pinned memory: queued, not waited for)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is upload.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class Counts:
     """The counts of one call (see the module docstring)."""
 
-    FIELDS = ("steps", "syncs", "model_syncs", "uploads", "outside", "inside", "dropouts", "train_calls",
+    FIELDS = ("steps", "syncs", "model_syncs", "uploads", "queued", "outside", "inside", "dropouts", "train_calls",
               "modules_walked")
 
     def __init__(self):
@@ -140,6 +154,7 @@ class _Ops(TorchDispatchMode):
             c.sync(str(func.overloadpacket.__name__), inside)
         elif func is aten.lift_fresh.default and not inside:  # (the model's own: transformers' constants)
             c.uploads += 1
+            c.queued += _in_upload()
         return func(*args, **kwargs)
 
 
@@ -262,10 +277,10 @@ def main(argv=None) -> list[tuple[str, str, Counts]]:
     args = ap.parse_args(argv)
     print("Per call: decode steps, then totals and per decode step (total / steps): syncs, uploads, aten ops "
           "outside and inside the model, train()/eval() calls and the modules they walked. Counts, not times.\n")
-    print("| planner | call | steps | syncs | syncs/step | uploads/step | ops outside | outside/step | "
-          "ops in model | in model/step | dropouts/step | model syncs/step | train() calls | modules walked | "
-          "sync kinds |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| planner | call | steps | syncs | syncs/step | uploads/step | of which queued | ops outside | "
+          "outside/step | ops in model | in model/step | dropouts/step | model syncs/step | train() calls | "
+          "modules walked | sync kinds |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     out = []
     for pname, model, tok, calls in cases(args.quick):
         for cname, fn in calls:
@@ -275,6 +290,7 @@ def main(argv=None) -> list[tuple[str, str, Counts]]:
             s = max(c.steps, 1)
             kinds = ", ".join(f"{k} {v}" for k, v in sorted(c.sync_kinds.items()))
             print(f"| {pname} | {cname} | {c.steps} | {c.syncs} | {c.syncs / s:.2f} | {c.uploads / s:.2f} | "
+                  f"{c.queued / s:.2f} | "
                   f"{c.outside} | {c.outside / s:.1f} | {c.inside} | {c.inside / s:.1f} | {c.dropouts / s:.1f} | "
                   f"{c.model_syncs / s:.2f} | {c.train_calls} | "
                   f"{c.modules_walked} | {kinds} |")

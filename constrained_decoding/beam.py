@@ -59,6 +59,7 @@ from constrained_decoding.search import (
 )
 from constrained_decoding.slot_rows import SlotBatch
 from constrained_decoding.tables import StateTables
+from constrained_decoding.uploads import upload
 
 BeamGroup = tuple  # (prompt index, start, beam width) or (..., φ, G): the plan's log-prob and key it continues
 Hyps = list[tuple[tuple[int, ...], float, float]]  # finished rows: token ids, log-prob and rank score; best first
@@ -228,17 +229,16 @@ class BeamSearch:
                     left_out, left_running)
 
     def _grid(self, widths: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Groups of several widths on an ``[groups, widest]`` grid: the widths, which grid cells hold a
-        row, the flat cells that do (row order) and each cell's row (a missing one: its group's first).
-        Made on the device when the running groups change, not at every step (uploads wait for the
-        device on a GPU), and indexed, not masked (a boolean mask reads the device)."""
+        """Groups of several widths on an ``[groups, widest]`` grid: the widths, which cells hold a row,
+        the flat cells that do (row order) and each cell's row (a missing one: its group's first). Made
+        when the running groups change, not at every step; indexed, not masked (a mask reads the device)."""
         key = tuple(widths)
         if self._layout is None or self._layout[0] != key:
             dev, w = self.dev, max(widths)
-            width_t = torch.as_tensor(widths, device=dev)
+            width_t = upload(widths, dev)
             in_group = torch.arange(w, device=dev) < width_t.unsqueeze(1)
-            keep = torch.as_tensor([i * w + j for i, gw in enumerate(widths) for j in range(gw)], device=dev)
-            first = torch.as_tensor([0, *itertools.accumulate(widths)][:-1], device=dev)
+            keep = upload([i * w + j for i, gw in enumerate(widths) for j in range(gw)], dev)
+            first = upload([0, *itertools.accumulate(widths)][:-1], dev)
             self._layout = (key, width_t, in_group, keep, first.unsqueeze(1) + torch.arange(w, device=dev) * in_group)
         return self._layout[1:]
 
@@ -401,7 +401,7 @@ class BeamSearch:
         if not self.running and not new:
             return True
         if any_done:
-            keep = torch.as_tensor(keep_rows, dtype=torch.long, device=self.dev)
+            keep = upload(keep_rows, self.dev)
             if isinstance(self.runner.batch, SlotBatch) and self.runner.batch.gathers_on_device:
                 self.runner.select(src, same_prompt=True)  # beams take their parents on the device, then the
                 src = None  # rows the host knows stay (nothing read back)
@@ -434,14 +434,12 @@ class BeamSearch:
                                      self.reuse and g.branching and s == g.root))
             first += w
         dev = self.dev
-        firsts = torch.as_tensor([0, *itertools.accumulate(w for _, _, w, *_ in new)][:-1], device=dev)
+        firsts = upload([0, *itertools.accumulate(w for _, _, w, *_ in new)][:-1], dev)
         new_score = torch.full((len(rep),), NEG_INF, device=dev)
-        new_score[firsts] = torch.as_tensor([x[3] if len(x) > 3 else 0.0 for x in new], dtype=new_score.dtype,
-                                            device=dev)
+        new_score[firsts] = upload([x[3] if len(x) > 3 else 0.0 for x in new], dev, new_score.dtype)
         if self.gumbel is not None:
             new_key = torch.full((len(rep),), NEG_INF, dtype=torch.float64, device=dev)
-            new_key[firsts] = torch.as_tensor([x[4] if len(x) > 4 else 0.0 for x in new], dtype=torch.float64,
-                                              device=dev)
+            new_key[firsts] = upload([x[4] if len(x) > 4 else 0.0 for x in new], dev, torch.float64)
             self.key = torch.cat([self.key, new_key])
         self.state = torch.cat([self.state, new_state])
         self.score = torch.cat([self.score, new_score])

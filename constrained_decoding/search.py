@@ -33,6 +33,7 @@ from constrained_decoding.protocol import Grammar
 from constrained_decoding.row_draws import RowDraws, categorical, multinomial_one
 from constrained_decoding.runner import PlannerRunner
 from constrained_decoding.tables import StateTables
+from constrained_decoding.uploads import upload
 
 RowStart = tuple[Grammar, int]  # a grammar and one of its (local) start states
 SampleSpawn = Callable[[list[tuple[int, tuple[int, ...]]]], Sequence[tuple[int, RowStart]]]
@@ -128,11 +129,11 @@ def open_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[i
         uniq_state.append(end + tables.offset[g])
         uniq_fork.append(f)
     dev = tables.allowed.device
-    state = torch.as_tensor(uniq_state, dtype=torch.long, device=dev)
+    state = upload(uniq_state, dev)
     expand = None
     if len(first) < len(keys):
         expand_host = [first[k] for k in keys]
-        expand = torch.as_tensor(expand_host, dtype=torch.long, device=dev)
+        expand = upload(expand_host, dev)
         state = state.index_select(0, expand)
     prompts = torch.as_tensor(uniq_prompt, dtype=torch.long)
     if join:

@@ -39,6 +39,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderC
 
 from constrained_decoding.cross_attention import filled_layer
 from constrained_decoding.kv_rows import RowBatch, RowFork
+from constrained_decoding.uploads import upload
 
 __all__ = ["GATHER_ON_DEVICE", "SlotBatch", "SlotLayer"]
 
@@ -243,8 +244,7 @@ class SlotBatch:
         not ``prompt``: the encoder states and cross-attention K/V stay (``dst`` holds the same prompt)."""
         if not src:
             return
-        s = torch.as_tensor(src, device=self.device)
-        d = torch.as_tensor(dst, device=self.device)
+        s, d = upload(src, self.device), upload(dst, self.device)
         rest = self._buffers() if prompt or not self.encoder_decoder else []
         for buf in [*self._column_buffers(), self.mbuf, *rest]:
             buf.index_copy_(0, d, buf.index_select(0, s))
@@ -258,7 +258,7 @@ class SlotBatch:
         if live:
             w.lo = max(w.lo, min(self.start[s] for s in live))  # columns every running row has left
         ident = len(live) == w.n and all(s == i for i, s in enumerate(live))
-        self._slot_t = None if ident else torch.as_tensor(live, dtype=torch.long, device=self.device)
+        self._slot_t = None if ident else upload(live, self.device)
         self._views()
 
     # ------------------------------------------------------------------------------ RowBatch's interface

@@ -129,3 +129,22 @@ def test_decoding_mode_walks_no_tree_for_an_eval_model(monkeypatch):
     with decoding_mode(model):
         assert not any(m.training for m in model.modules())
     assert all(m.training for m in model.modules())  # restored
+
+
+def test_upload_is_as_tensor_off_cuda():
+    from constrained_decoding.uploads import upload
+
+    for data, dtype in (([3, 1, 2], torch.long), ([0.5, -1.0], torch.float64), ([], torch.long)):
+        got = upload(data, "cpu", dtype)
+        assert got.dtype == dtype and got.device.type == "cpu" and torch.equal(got, torch.as_tensor(data, dtype=dtype))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the pinned, non-blocking path)")
+def test_upload_to_cuda_gives_the_values_behind_queued_work():
+    from constrained_decoding.uploads import upload
+
+    busy = torch.randn(2048, 2048, device="cuda")
+    busy = busy @ busy  # kernels queued ahead of the copy
+    got = upload(list(range(1000)), "cuda")
+    assert got.device.type == "cuda" and got.dtype == torch.long and torch.equal(got.cpu(), torch.arange(1000))
+    assert torch.isfinite(busy).all()
