@@ -26,6 +26,7 @@ from constrained_decoding.head import HeadMode, OutputHead
 from constrained_decoding.kv_rows import RowBatch, RowFork
 from constrained_decoding.prompts import encode_prompts
 from constrained_decoding.slot_rows import SlotBatch
+from constrained_decoding.uploads import upload
 
 if TYPE_CHECKING:
     from constrained_decoding.tables import StateTables
@@ -64,15 +65,11 @@ def returned_cache(out):
 
 
 def _pad(seqs: Sequence[Sequence[int]], value: int, left: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``seqs`` padded with ``value`` to one length (on the left or right), and their mask: one upload each."""
     n = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), n), value, dtype=torch.long)
-    mask = torch.zeros((len(seqs), n), dtype=torch.long)
-    for r, s in enumerate(seqs):
-        if s:
-            sl = slice(n - len(s), n) if left else slice(0, len(s))
-            ids[r, sl] = torch.as_tensor(list(s), dtype=torch.long)
-            mask[r, sl] = 1
-    return ids.to(device), mask.to(device)
+    ids = [[value] * (n - len(s)) + list(s) if left else list(s) + [value] * (n - len(s)) for s in seqs]
+    mask = [[0] * (n - len(s)) + [1] * len(s) if left else [1] * len(s) + [0] * (n - len(s)) for s in seqs]
+    return upload(ids, device), upload(mask, device)
 
 
 class PlannerRunner:
