@@ -213,18 +213,15 @@ class BeamSearch:
             slot = (pos[:, :w] % d).reshape(-1).index_select(0, keep)
             fin_src = grid.gather(1, torch.div(fin_pos[:, :w], d, rounding_mode="floor"))
         fin_slot = fin_pos[:, :w] % d
+        score = val[:, :w].reshape(-1) if min(widths) == w else val[:, :w].reshape(-1).index_select(0, keep)
         if self.gumbel is None:
-            return Step(val, src, slot, val[:, :w].reshape(-1) if min(widths) == w else
-                        val[:, :w].reshape(-1).index_select(0, keep), fin_val, fin_src, fin_slot)
+            return Step(val, src, slot, score, fin_val, fin_src, fin_slot)
         left_out = torch.full((n, 2), NEG_INF, dtype=val.dtype, device=dev)
         if top > w:
             left_out = torch.stack([val[:, w], fin_val[:, w]], 1)
         val, fin_val = val[:, :w], fin_val[:, :w]
-        if min(widths) == w:
-            score, left_running = val.reshape(-1), left_out[:, 0]
-        else:  # a group of width gw < w leaves out its rank-gw running node
-            score = val.reshape(-1).index_select(0, keep)
-            left_running = torch.cat([val, left_out[:, :1]], 1).gather(1, width_t.unsqueeze(1)).squeeze(1)
+        left_running = left_out[:, 0] if min(widths) == w else \
+            torch.cat([val, left_out[:, :1]], 1).gather(1, width_t.unsqueeze(1)).squeeze(1)  # rank-gw left out
         return Step(val, src, slot, score, fin_val, fin_src, fin_slot, cand[src, slot], cand[fin_src, fin_slot],
                     left_out, left_running)
 
@@ -400,20 +397,19 @@ class BeamSearch:
         new = self.waiting.take(sum(self.groups[g].width for g in self.running))
         if not self.running and not new:
             return True
-        if any_done:
+        if not any_done:
+            self.runner.select(src, same_prompt=True)
+        else:
             keep = upload(keep_rows, self.dev)
             if isinstance(self.runner.batch, SlotBatch) and self.runner.batch.gathers_on_device:
-                self.runner.select(src, same_prompt=True)  # beams take their parents on the device, then the
-                src = None  # rows the host knows stay (nothing read back)
-                self.runner.select(keep, host_rows=keep_rows)
+                self.runner.select(src, same_prompt=True)  # beams take their parents on the device, then
+                self.runner.select(keep, host_rows=keep_rows)  # the rows the host knows stay: nothing read back
             else:
-                src = src[keep]
+                self.runner.select(src[keep])
             tok, self.state, self.score, self.seq, self.length = (tok[keep], self.state[keep], self.score[keep],
                                                                   self.seq[keep], self.length[keep])
             if self.gumbel is not None:
                 self.key = self.key[keep]
-        if src is not None:
-            self.runner.select(src, same_prompt=not any_done)
         self.feats = self.runner.step(tok) if self.running else None
         if new:
             self._join([g for g, _ in new], [f for _, f in new])

@@ -32,24 +32,34 @@ def _reads(monkeypatch) -> list[int]:
     return steps
 
 
+def _skipping_and_reading_every_step(monkeypatch, decode) -> dict[bool, tuple]:
+    """``decode()`` and its reads, first as it runs, then with the bound saying "read at the next
+    step" every time (the search before skipping): ``{every_step: (result, reads, last read)}``."""
+    reads = _reads(monkeypatch)
+    found = {}
+    for every_step in (False, True):
+        if every_step:
+            monkeypatch.setattr(beam_mod.BeamSearch, "_skips", lambda self, step: torch.tensor(1))
+        reads.clear()
+        found[every_step] = (decode(), len(reads), max(reads))
+    return found
+
+
 @pytest.mark.parametrize("name", ["t5", "llama"])
 def test_unread_steps_change_nothing(travel, name, monkeypatch):  # noqa: F811
     env, planners = travel
     model, tok = planners[name]
     prompts, grammars = _queries(env, tok)
-    reads = _reads(monkeypatch)
-    found = {}
-    for every_step in (False, True):
-        if every_step:  # the bound says "read at the next step" every time: the search before skipping
-            monkeypatch.setattr(beam_mod.BeamSearch, "_skips", lambda self, step: torch.tensor(1))
-        reads.clear()
+
+    def decode():
         beams = beam_search_plans(model, tok, prompts, grammars, num_beams=4, num_return=2)
         greedy = greedy_plans(model, tok, prompts, grammars)
-        found[every_step] = ([[(d.rows, d.logprob) for d in ds] for ds in beams],
-                             [(d.rows, d.logprob) for d in greedy], len(reads), max(reads))
+        return [[(d.rows, d.logprob) for d in ds] for ds in beams], [(d.rows, d.logprob) for d in greedy]
+
+    found = _skipping_and_reading_every_step(monkeypatch, decode)
     skipped, every = found[False], found[True]
-    assert skipped[:2] == every[:2]  # the same rows and log-probabilities, bit for bit
-    assert skipped[2] < 0.8 * every[2], (skipped[2], every[2])  # long rows: most steps are not read
+    assert skipped[0] == every[0]  # the same rows and log-probabilities, bit for bit
+    assert skipped[1] < 0.8 * every[1], (skipped[1], every[1])  # long rows: most steps are not read
 
 
 @pytest.mark.parametrize("name", ["t5", "llama"])
@@ -57,15 +67,12 @@ def test_stochastic_beam_search_unread_steps_change_nothing(travel, name, monkey
     env, planners = travel
     model, tok = planners[name]
     prompts, grammars = _queries(env, tok)
-    reads = _reads(monkeypatch)
-    found = {}
-    for every_step in (False, True):
-        if every_step:
-            monkeypatch.setattr(beam_mod.BeamSearch, "_skips", lambda self, step: torch.tensor(1))
-        reads.clear()
+
+    def decode():
         drawn = sample_distinct_plans(model, tok, prompts, grammars, 3, seed=7)
-        found[every_step] = ([([(d.rows, d.logprob) for d in x.plans], x.keys, x.threshold) for x in drawn],
-                             len(reads))
+        return [([(d.rows, d.logprob) for d in x.plans], x.keys, x.threshold) for x in drawn]
+
+    found = _skipping_and_reading_every_step(monkeypatch, decode)
     assert found[False][0] == found[True][0]  # the same plans, log-probabilities, keys and κ, bit for bit
     assert any(t > float("-inf") for _, _, t in found[False][0])  # κ is a left-out key, not only "none left"
     assert found[False][1] < 0.8 * found[True][1], (found[False][1], found[True][1])
