@@ -2,11 +2,10 @@
 
 They depend on the prompt alone, so :class:`constrained_decoding.runner.PlannerRunner` computes them
 once per prompt (:func:`prompt_cross_attention`: one decoder pass over the prompts, the model's own
-code) and every row it opens starts from its prompt's (:func:`rows_cross_attention`), instead of the
-model projecting the encoder states again for each row of a beam search group, each sampled plan's
-rows and each joining row. A cross-attention cache that holds keys is one the model reuses
-(``EncoderDecoderCache.is_updated``), so the rows decode exactly as before
-(tests/constrained_decoding/test_cross_attention_once.py).
+code) and every row it opens reads its prompt's where they lie (:mod:`constrained_decoding.prompt_attention`),
+instead of the model projecting the encoder states again for each row of a beam search group, each
+sampled plan's rows and each joining row. A cross-attention cache that holds keys is one the model
+reuses (``EncoderDecoderCache.is_updated``; tests/constrained_decoding/test_cross_attention_once.py).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import torch
 from torch import nn
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 
-__all__ = ["filled_layer", "prompt_cross_attention", "rows_cross_attention"]
+__all__ = ["filled_layer", "prompt_cross_attention"]
 
 CrossKV = list[tuple[torch.Tensor, torch.Tensor]]  # per decoder layer: keys and values [prompts, heads, positions, dim]
 
@@ -38,10 +37,3 @@ def filled_layer(keys: torch.Tensor, values: torch.Tensor) -> DynamicLayer:
     layer.device, layer.is_initialized = keys.device, True
     layer.keys, layer.values = keys, values
     return layer
-
-
-def rows_cross_attention(cross: CrossKV, prompt_idx: torch.Tensor) -> DynamicCache:
-    """A cross-attention cache whose row ``r`` holds prompt ``prompt_idx[r]``'s keys and values."""
-    cache = DynamicCache()
-    cache.layers = [filled_layer(k.index_select(0, prompt_idx), v.index_select(0, prompt_idx)) for k, v in cross]
-    return cache

@@ -1,4 +1,4 @@
-"""The running rows' decoder state: KV cache, attention mask, positions and encoder states.
+"""The running rows' decoder state: KV cache, attention mask, positions and prompts.
 
 :class:`RowBatch` is what :class:`constrained_decoding.runner.PlannerRunner` keeps between decoder
 passes; it knows nothing of the model's forward, only how rows are kept, reordered, forked and
@@ -11,10 +11,12 @@ joined more than a couple of times moves into preallocated slots instead
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+from constrained_decoding.prompt_attention import PromptKV, RowsLayout
 
 
 def stack_left_padded(a: torch.Tensor, b: torch.Tensor, length: int, dim: int) -> torch.Tensor:
@@ -53,9 +55,6 @@ class RowFork:
     values: list[torch.Tensor]
     mask: torch.Tensor  # [columns]: which columns hold positions
     n_valid: int
-    cross: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # encoder-decoder: cross-attention K/V per layer
-    enc: torch.Tensor | None = None  # encoder-decoder: encoder states and mask of the row's prompt
-    enc_mask: torch.Tensor | None = None
 
     def cut(self, n_valid: int) -> int:
         """Columns holding the first ``n_valid`` positions."""
@@ -69,22 +68,40 @@ class RowBatch:
     ``cache``: the KV cache (``EncoderDecoderCache`` for encoder-decoder models); ``mask``: the
     decoder attention mask ``[rows, columns]``, None while no row is padded (HF then builds none:
     cheaper steps); ``pos``: causal models, the position ids of the tokens last read ``[rows, n]``;
-    ``enc`` / ``enc_mask``: encoder-decoder models, each row's encoder states and mask."""
+    ``prompts``: encoder-decoder models, each row's prompt, whose cross-attention keys and values
+    (``cache.cross_attention_cache``, one row per prompt, shared by every batch of a runner) it reads
+    (:mod:`constrained_decoding.prompt_attention`); None while a select by device rows left them unread."""
 
     cache: DynamicCache | EncoderDecoderCache
     mask: torch.Tensor | None = None
     pos: torch.Tensor | None = None
-    enc: torch.Tensor | None = None
-    enc_mask: torch.Tensor | None = None
+    prompts: list[int] | None = None
     joins: int = 0  # how many times rows joined this batch (PlannerRunner.add_rows)
+    _unread: torch.Tensor | None = field(default=None, repr=False)  # the prompts while ``prompts`` is None
+    _layout: RowsLayout | None = field(default=None, repr=False)
+
+    @property
+    def rows(self) -> int:
+        if self.pos is not None:
+            return int(self.pos.shape[0])
+        return len(self.prompts) if self.prompts is not None else int(self._unread.shape[0])  # type: ignore[union-attr]
 
     @property
     def encoder_decoder(self) -> bool:
         return isinstance(self.cache, EncoderDecoderCache)
 
-    @property
-    def rows(self) -> int:
-        return int((self.enc if self.encoder_decoder else self.pos).shape[0])  # type: ignore[union-attr]
+    def row_prompts(self) -> list[int]:
+        """Each row's prompt (encoder-decoder; read from the device if a select left them there)."""
+        if self.prompts is None:
+            self.prompts = self._unread.tolist()  # type: ignore[union-attr]
+            self._unread = None
+        return self.prompts
+
+    def layout(self, kv: PromptKV) -> RowsLayout:
+        """How a forward's rows read their prompts' cross-attention (made when the rows change)."""
+        if self._layout is None or self._layout.kv is not kv:
+            self._layout = RowsLayout(kv, self.row_prompts())
+        return self._layout
 
     @property
     def self_attention(self) -> DynamicCache:
@@ -97,29 +114,29 @@ class RowBatch:
         if self.pos is not None:
             self.pos = self.pos[:, -1:] + 1
 
-    def select(self, rows: torch.Tensor, same_prompt: bool = False) -> None:
+    def select(self, rows: torch.Tensor, same_prompt: bool = False, host_rows: Sequence[int] | None = None) -> None:
         """Keep (and reorder or repeat) rows. ``same_prompt``: every row is replaced by a row of the
-        same prompt, so an encoder-decoder's cross-attention cache and encoder states stay."""
-        if self.encoder_decoder and same_prompt:
-            self.cache.self_attention_cache.reorder_cache(rows)
-        else:
-            self.cache.reorder_cache(rows)
+        same prompt, so an encoder-decoder's rows keep their prompts. ``host_rows``: ``rows`` on the
+        host, if known (else the prompts follow on the device and are read when next needed)."""
+        self.self_attention.reorder_cache(rows)
         if self.mask is not None:
             self.mask = self.mask.index_select(0, rows)
         if self.pos is not None:
             self.pos = self.pos.index_select(0, rows)
-        if self.enc is not None and not same_prompt:
-            self.enc = self.enc.index_select(0, rows)
-            self.enc_mask = self.enc_mask.index_select(0, rows)  # type: ignore[union-attr]
+        if self.encoder_decoder and not same_prompt:
+            self._layout = None
+            if host_rows is not None:
+                old = self.row_prompts()
+                self.prompts = [old[r] for r in host_rows]
+            else:
+                unread = self._unread if self.prompts is None else torch.as_tensor(self.prompts, device=rows.device)
+                self.prompts, self._unread = None, unread.index_select(0, rows)  # type: ignore[union-attr]
 
     def prepend(self, old: RowBatch) -> None:
         """Put the rows of ``old`` before these rows (one time axis, left-padded with masked zeros)."""
         n_new, n_old = self.rows, old.rows
         if self.encoder_decoder:
-            for lo, ln in zip(old.cache.cross_attention_cache.layers, self.cache.cross_attention_cache.layers):
-                ln.keys, ln.values = torch.cat([lo.keys, ln.keys]), torch.cat([lo.values, ln.values])
-            self.enc = torch.cat([old.enc, self.enc])
-            self.enc_mask = torch.cat([old.enc_mask, self.enc_mask])
+            self.prompts, self._layout = old.row_prompts() + self.row_prompts(), None
         else:
             self.pos = torch.cat([old.pos[:, -1:], self.pos[:, -1:]])  # type: ignore[index]
         old_self, new_self = old.self_attention, self.self_attention
@@ -148,16 +165,14 @@ class RowBatch:
         c = mask.shape[0]
         f = RowFork([x.keys[row, :, :c].clone() for x in layers], [x.values[row, :, :c].clone() for x in layers],
                     mask, n_valid)
-        if self.encoder_decoder:
-            f.cross = [(x.keys[row].clone(), x.values[row].clone()) for x in self.cache.cross_attention_cache.layers]
-            f.enc, f.enc_mask = self.enc[row].clone(), self.enc_mask[row].clone()  # type: ignore[index]
         return f
 
     @classmethod
     def from_forks(cls, forks: Sequence[RowFork], n_valid: Sequence[int], n_new: int,
-                   encoder_decoder: bool) -> RowBatch:
+                   cross: DynamicCache | None = None, prompts: list[int] | None = None) -> RowBatch:
         """Rows opened from forks (their first ``n_valid[r]`` positions), with room for ``n_new``
-        tokens per row in the mask (``pos``: the positions of those tokens, causal models)."""
+        tokens per row in the mask (``pos``: the positions of those tokens, causal models).
+        ``cross`` and ``prompts``: an encoder-decoder's cross-attention cache of its prompts and the rows' prompts."""
         cuts = [f.cut(n) for f, n in zip(forks, n_valid)]
         width = max(cuts)
         cache = DynamicCache()
@@ -166,13 +181,8 @@ class RowBatch:
                          left_pad_rows([f.values[layer][:, :c] for f, c in zip(forks, cuts)], width, 1), layer)
         mask = left_pad_rows([f.mask[:c] for f, c in zip(forks, cuts)], width, 0)
         mask = torch.cat([mask, mask.new_ones((len(forks), n_new))], 1)
-        if encoder_decoder:
-            cross = DynamicCache()
-            for layer in range(len(forks[0].cross)):  # type: ignore[arg-type]
-                cross.update(torch.stack([f.cross[layer][0] for f in forks]),  # type: ignore[index]
-                             torch.stack([f.cross[layer][1] for f in forks]), layer)  # type: ignore[index]
+        if cross is not None:
             return cls(EncoderDecoderCache(cache, cross), None if bool(mask.all()) else mask,
-                       enc=torch.stack([f.enc for f in forks]),  # type: ignore[misc]
-                       enc_mask=torch.stack([f.enc_mask for f in forks]))  # type: ignore[misc]
+                       prompts=prompts)
         pos = torch.as_tensor(n_valid, device=mask.device).unsqueeze(1) + torch.arange(n_new, device=mask.device)
         return cls(cache, mask, pos=pos)

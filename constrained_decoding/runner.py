@@ -19,11 +19,12 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutput
 
-from constrained_decoding.cross_attention import CrossKV, prompt_cross_attention, rows_cross_attention
+from constrained_decoding.cross_attention import filled_layer, prompt_cross_attention
 from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.gathered_rows import GatheredRows, gathered_rows
 from constrained_decoding.head import HeadMode, OutputHead
 from constrained_decoding.kv_rows import RowBatch, RowFork
+from constrained_decoding.prompt_attention import PromptKV, decoder_configs, reading_prompts
 from constrained_decoding.prompts import encode_prompts
 from constrained_decoding.slot_rows import SlotBatch
 from constrained_decoding.uploads import upload
@@ -35,12 +36,10 @@ __all__ = ["PlannerRunner", "RowFork", "unwrap_model"]
 
 RESTACKED_JOINS = 8
 """Joins a batch takes by re-stacking before it moves into slots (``slot_cache``): moving costs about
-one re-stacking plus the buffers' first writes, and a forward over slot views costs more than over
-a stacked cache, which a batch joined a few times does not earn back. Plain sampling joins 1-7 times
-on travel (7-day itineraries, 1 plan per query: 0.25-0.28 s per call re-stacking against 0.31 s with slots
-from the fifth join, ``benchmarks/decoding_growth.py --k 1 --queries 8``), beam search 3 times;
-stochastic beam search joins 66-182 times per call and gains most (0.25-0.6x the re-stacking CPU,
-``benchmarks/distinct_sampling.py``)."""
+one re-stacking plus the buffers' first writes, which a batch joined a few times does not earn back.
+Plain sampling joins 1-7 times on travel (``benchmarks/decoding_growth.py --k 1 --queries 8``), beam
+search 3 times; stochastic beam search joins 66-182 times per call and gains most (0.25-0.6x the
+re-stacking CPU, ``benchmarks/distinct_sampling.py``)."""
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -130,7 +129,9 @@ class PlannerRunner:
                 expand = torch.as_tensor([where[c] for c in self.canonical], device=self.device)
                 hidden, mask = hidden.index_select(0, expand), mask.index_select(0, expand)
             self.enc_hidden, self.enc_mask = hidden, mask
-        self._cross: CrossKV | None = None  # per decoder layer: the prompts' cross-attention K/V
+        self._prompt_kv: PromptKV | None = None  # encoder-decoder: the prompts' cross-attention K/V (made once)
+        self._cross: DynamicCache | None = None  # the same as the cross-attention cache every batch shares
+        self._configs: list = []  # the decoder's attention configs (prompt_attention.reading_prompts)
         self._prefix: SharedPrefix | None = None  # causal teacher forcing: the distinct prompts' cache (made once)
         self.gathered: GatheredRows | None = None  # teacher forcing: the token rows a scoring call reads (gather_rows)
         self.batch: RowBatch | SlotBatch | None = None  # the running rows (see start / add_rows / step / select)
@@ -156,15 +157,14 @@ class PlannerRunner:
     def start(self, prompt_idx: torch.Tensor, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
         """Open rows (a new batch): row ``r`` reads prompt ``prompt_idx[r]`` then ``prefixes[r]``; features of the next
         token."""
+        prompts = prompt_idx.tolist()  # (callers make it on the host)
         prompt_idx = prompt_idx.to(self.device)
         if self.encoder_decoder:
             ids, mask = _pad([[self.decoder_start, *p] for p in prefixes], self.pad_id, True, self.device)
-            # rows of equal length need no decoder mask (and HF builds none: cheaper steps); the
-            # cross-attention K/V are the prompts' (computed once per prompt), so the model reuses them
-            self.batch = RowBatch(EncoderDecoderCache(DynamicCache(), self._cross_rows(prompt_idx)),
-                                  None if len({len(p) for p in prefixes}) == 1 else mask,
-                                  enc=self.enc_hidden.index_select(0, prompt_idx),  # type: ignore[union-attr]
-                                  enc_mask=self.enc_mask.index_select(0, prompt_idx))  # type: ignore[union-attr]
+            # rows of equal length need no decoder mask (and HF builds none: cheaper steps); a row reads
+            # its prompt's cross-attention K/V (computed once per prompt) where they lie
+            self.batch = RowBatch(EncoderDecoderCache(DynamicCache(), self._prompt_cross()),
+                                  None if len({len(p) for p in prefixes}) == 1 else mask, prompts=prompts)
             return self._dec(ids)
         rows = [self.canonical[p] for p in prompt_idx.tolist()]
         uniq = sorted(set(rows))
@@ -186,14 +186,19 @@ class PlannerRunner:
         self.batch.pos = (self.batch.mask.cumsum(-1) - 1).clamp(min=0)[:, head.shape[1] :]
         return self._causal(tail)
 
-    def _cross_rows(self, prompt_idx: torch.Tensor) -> DynamicCache:
-        """Encoder-decoder models: a cross-attention cache of each row's prompt's keys and values,
-        computed once per prompt (:mod:`constrained_decoding.cross_attention`)."""
+    def _prompt_cross(self) -> DynamicCache:
+        """Encoder-decoder models: the cross-attention cache of the prompts' keys and values (one row
+        per prompt, computed once: :mod:`constrained_decoding.cross_attention`), which every batch's
+        rows read by their prompt (:mod:`constrained_decoding.prompt_attention`)."""
         if self._cross is None:
             decoder = self.model.get_decoder()
-            self._cross = prompt_cross_attention(decoder, self.enc_hidden, self.enc_mask,  # type: ignore[arg-type]
-                                                 self.decoder_start, cache_keyword(decoder))  # type: ignore[arg-type]
-        return rows_cross_attention(self._cross, prompt_idx)
+            kv = prompt_cross_attention(decoder, self.enc_hidden, self.enc_mask,  # type: ignore[arg-type]
+                                        self.decoder_start, cache_keyword(decoder))  # type: ignore[arg-type]
+            self._prompt_kv = PromptKV.of(kv, self.enc_mask, self.enc_hidden.shape[-1])  # type: ignore[arg-type,union-attr]
+            self._cross = DynamicCache()
+            self._cross.layers = [filled_layer(k, v) for k, v in kv]
+            self._configs = decoder_configs(decoder)
+        return self._cross
 
     def add_rows(self, prompt_idx: torch.Tensor, prefixes: Sequence[Sequence[int]],
                  copies: torch.Tensor | None = None,
@@ -221,7 +226,8 @@ class PlannerRunner:
             first = self.batch if fresh else None
             parts = [forks[i] for i in forked]  # type: ignore[index]
             n_valid = [self.context_len(int(prompt_idx[i])) + keep[i] for i in forked]
-            feats.append(self._start_forked([f for f, _ in parts], n_valid, [prefixes[i][keep[i] :] for i in forked]))
+            feats.append(self._start_forked([f for f, _ in parts], n_valid, [prefixes[i][keep[i] :] for i in forked],
+                                            prompt_idx[forked].tolist()))
             if first is not None:
                 self.batch.prepend(first)
         feats = torch.cat(feats) if len(feats) > 1 else feats[0]
@@ -257,11 +263,12 @@ class PlannerRunner:
         return [len(p) - width if f is not None and f[1] > 0 and len(p) > width else 0
                 for p, f in zip(prefixes, forks)]
 
-    def _start_forked(self, forks: Sequence[RowFork], n_valid: Sequence[int], suffixes: Sequence[Sequence[int]]
-                      ) -> torch.Tensor:
-        """Open rows (a new batch) from forks (their first ``n_valid[r]`` positions), then read the
-        (equally long) suffixes; features of the next token."""
-        self.batch = RowBatch.from_forks(forks, n_valid, len(suffixes[0]), self.encoder_decoder)
+    def _start_forked(self, forks: Sequence[RowFork], n_valid: Sequence[int], suffixes: Sequence[Sequence[int]],
+                      prompts: list[int]) -> torch.Tensor:
+        """Open rows (a new batch) of ``prompts`` from forks (their first ``n_valid[r]`` positions), then read
+        the (equally long) suffixes; features of the next token."""
+        cross = self._prompt_cross() if self.encoder_decoder else None
+        self.batch = RowBatch.from_forks(forks, n_valid, len(suffixes[0]), cross, prompts)
         ids = torch.as_tensor([list(s) for s in suffixes], dtype=torch.long, device=self.device)
         return self._dec(ids) if self.encoder_decoder else self._causal(ids)
 
@@ -282,11 +289,7 @@ class PlannerRunner:
         an encoder-decoder's cross-attention cache and encoder states need no reordering.
         ``host_rows``: ``rows`` as the caller knows them on the host, if it does (a slot batch keeps
         its row -> slot map on the host and would otherwise read ``rows`` from the device)."""
-        b = self._running()
-        if isinstance(b, SlotBatch):
-            b.select(rows.to(self.device), same_prompt, host_rows)
-        else:
-            b.select(rows.to(self.device), same_prompt)
+        self._running().select(rows.to(self.device), same_prompt, host_rows)
 
     def _running(self) -> RowBatch | SlotBatch:
         if self.batch is None:
@@ -309,17 +312,17 @@ class PlannerRunner:
         return self._dec_rows(b, ids)
 
     def _dec_rows(self, b: RowBatch | SlotBatch, ids: torch.Tensor) -> torch.Tensor:
-        if self.restricted:
-            decoder = self.model.get_decoder()
-            out = decoder(
-                input_ids=ids, attention_mask=b.mask, encoder_hidden_states=b.enc,
-                encoder_attention_mask=b.enc_mask, **self._with_cache(decoder, b.cache),
-            )
-            return out.last_hidden_state[:, -1] * self.head.scale
-        out = self.model(
-            encoder_outputs=BaseModelOutput(last_hidden_state=b.enc), attention_mask=b.enc_mask,
-            decoder_input_ids=ids, decoder_attention_mask=b.mask, **self._with_cache(self.model, b.cache),
-        )
+        kv = self._prompt_kv
+        states = kv.states(ids.shape[0])  # type: ignore[union-attr]  (the rows read the prompts' K/V instead)
+        with reading_prompts(self._configs) as own:
+            reads = dict(prompt_rows=b.layout(kv), model_attention=own)  # type: ignore[arg-type]
+            if self.restricted:
+                decoder = self.model.get_decoder()
+                out = decoder(input_ids=ids, attention_mask=b.mask, encoder_hidden_states=states,
+                              **self._with_cache(decoder, b.cache), **reads)
+                return out.last_hidden_state[:, -1] * self.head.scale
+            out = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=states), decoder_input_ids=ids,
+                             decoder_attention_mask=b.mask, **self._with_cache(self.model, b.cache), **reads)
         return out.logits[:, -1]
 
     def _causal(self, ids: torch.Tensor) -> torch.Tensor:

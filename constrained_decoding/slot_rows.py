@@ -8,6 +8,8 @@ batch becomes after its first joins (:meth:`SlotBatch.joined`; see
 :data:`constrained_decoding.runner.RESTACKED_JOINS`): per layer a buffer
 ``[slot capacity, heads, column capacity, dim]`` with a row -> slot map.
 
+* An encoder-decoder's slot holds its row's prompt index, not the prompt's cross-attention keys and
+  values (:mod:`constrained_decoding.prompt_attention`): moving a slot moves the self-attention columns.
 * A step writes its column in place (:class:`SlotLayer`); the model reads a view of the slots in
   use over the columns in use (the *window*).
 * Dropping rows only changes the map; the slots they held are free. Joining rows are prefilled in a
@@ -37,8 +39,8 @@ from collections.abc import Sequence
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 
-from constrained_decoding.cross_attention import filled_layer
 from constrained_decoding.kv_rows import RowBatch, RowFork
+from constrained_decoding.prompt_attention import PromptKV, RowsLayout
 from constrained_decoding.uploads import upload
 
 __all__ = ["GATHER_ON_DEVICE", "SlotBatch", "SlotLayer"]
@@ -149,34 +151,33 @@ class SlotBatch:
                                  k.new_empty(cap_s, k.shape[1], cap_t, x.values.shape[3]))
                        for x in batch.self_attention.layers]
         self.mbuf = torch.zeros((cap_s, cap_t), dtype=torch.long, device=self.device)
-        self.cross: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self.ebuf = self.embuf = self.pbuf = None
-        if self.encoder_decoder:
-            self.cross = [(x.keys.new_empty((cap_s, *x.keys.shape[1:])),
-                           x.values.new_empty((cap_s, *x.values.shape[1:])))
-                          for x in batch.cache.cross_attention_cache.layers]
-            self.ebuf = batch.enc.new_empty((cap_s, *batch.enc.shape[1:]))  # type: ignore[union-attr]
-            self.embuf = batch.enc_mask.new_empty((cap_s, *batch.enc_mask.shape[1:]))  # type: ignore[union-attr]
-        else:
+        self.pbuf = None
+        self.cross = batch.cache.cross_attention_cache if self.encoder_decoder else None  # the prompts' (shared)
+        self.prompt = [0] * cap_s  # encoder-decoder: per slot, its row's prompt (a free slot: a valid one)
+        self._layout: RowsLayout | None = None
+        if not self.encoder_decoder:
             self.pbuf = batch.pos.new_zeros((cap_s, 1))  # type: ignore[union-attr]
 
     def _copy_rest(self, batch: RowBatch, runs: list[tuple[int, int, int]]) -> None:
-        """Cross-attention K/V, encoder states and mask (encoder-decoder) or last positions (causal)
-        of ``batch``'s rows into slots (``runs``: see :func:`_runs`)."""
+        """The prompts (encoder-decoder) or last positions (causal) of ``batch``'s rows into slots
+        (``runs``: see :func:`_runs`)."""
         if self.encoder_decoder:
-            pairs = [(kb, src.keys) for (kb, _), src in zip(self.cross, batch.cache.cross_attention_cache.layers)]
-            pairs += [(vb, src.values) for (_, vb), src in zip(self.cross, batch.cache.cross_attention_cache.layers)]
-            pairs += [(self.ebuf, batch.enc), (self.embuf, batch.enc_mask)]
-        else:
-            pairs = [(self.pbuf, batch.pos[:, -1:])]  # type: ignore[index]
-        for buf, x in pairs:
+            prompts = batch.row_prompts()
             for d, i, c in runs:
-                buf[d : d + c].copy_(x[i : i + c])  # type: ignore[index]
+                self.prompt[d : d + c] = prompts[i : i + c]
+            return
+        for d, i, c in runs:
+            self.pbuf[d : d + c].copy_(batch.pos[i : i + c, -1:])  # type: ignore[index]
 
     def _buffers(self) -> list[torch.Tensor]:
         """Every per-slot buffer whose dim 1 is not columns (moved whole)."""
-        out = [t for pair in self.cross for t in pair]
-        return out + [t for t in (self.ebuf, self.embuf, self.pbuf) if t is not None]
+        return [] if self.pbuf is None else [self.pbuf]
+
+    def layout(self, kv: PromptKV) -> RowsLayout:
+        """How a forward over the slots in use reads their prompts' cross-attention (made when they change)."""
+        if self._layout is None or self._layout.kv is not kv:
+            self._layout = RowsLayout(kv, self.prompt[: self.window.n])
+        return self._layout
 
     def _column_buffers(self) -> list[torch.Tensor]:
         return [b for lay in self.layers for b in (lay.kbuf, lay.vbuf)]
@@ -195,17 +196,11 @@ class SlotBatch:
         mask[:n, left : left + width].copy_(self.mbuf[:n, w.lo : w.hi])
         self.mbuf = mask
         self.start = [s - w.lo + left for s in self.start] + [left] * (cap_s - len(self.start))
-        grown = []
-        for old in self._buffers():
-            new = old.new_empty((cap_s, *old.shape[1:]))
-            new[:n].copy_(old[:n])
-            grown.append(new)
-        it = iter(grown)
-        self.cross = [(next(it), next(it)) for _ in self.cross]
-        if self.encoder_decoder:
-            self.ebuf, self.embuf = next(it), next(it)
-        else:
-            self.pbuf = next(it)
+        self.prompt += [0] * (cap_s - len(self.prompt))
+        if self.pbuf is not None:
+            grown = self.pbuf.new_empty((cap_s, *self.pbuf.shape[1:]))
+            grown[:n].copy_(self.pbuf[:n])
+            self.pbuf = grown
         w.lo, w.hi = left, left + width
         self._views()
 
@@ -228,28 +223,30 @@ class SlotBatch:
             lay.refresh()
         self_cache = DynamicCache()
         self_cache.layers = list(self.layers)
+        self._layout = None
         if self.encoder_decoder:
-            cross = DynamicCache()
-            cross.layers = [filled_layer(kb[: w.n], vb[: w.n]) for kb, vb in self.cross]  # views, not copies
-            self.cache: DynamicCache | EncoderDecoderCache = EncoderDecoderCache(self_cache, cross)
-            self.enc, self.enc_mask = self.ebuf[: w.n], self.embuf[: w.n]  # type: ignore[index]
+            self.cache: DynamicCache | EncoderDecoderCache = EncoderDecoderCache(self_cache, self.cross)
             self.pos = None
         else:
             self.cache = self_cache
-            self.enc = self.enc_mask = None
             self.pos = self.pbuf[: w.n]  # type: ignore[index]
 
     def _moved(self, src: list[int], dst: list[int], prompt: bool = True) -> None:
-        """Copy slots ``src`` to slots ``dst`` (disjoint), and what they hold (whole slots: contiguous);
-        not ``prompt``: the encoder states and cross-attention K/V stay (``dst`` holds the same prompt)."""
+        """Copy slots ``src`` to slots ``dst`` (disjoint): the window's columns and what else they hold;
+        not ``prompt``: ``dst`` holds the same prompt already."""
         if not src:
             return
         s, d = upload(src, self.device), upload(dst, self.device)
-        rest = self._buffers() if prompt or not self.encoder_decoder else []
-        for buf in [*self._column_buffers(), self.mbuf, *rest]:
+        w = self.window
+        for buf in self._column_buffers():
+            window = buf[:, :, w.lo : w.hi]
+            window.index_copy_(0, d, window.index_select(0, s))
+        for buf in [self.mbuf[:, w.lo : w.hi], *self._buffers()]:
             buf.index_copy_(0, d, buf.index_select(0, s))
         for a, b in zip(src, dst):
             self.start[b] = self.start[a]
+            if prompt:
+                self.prompt[b] = self.prompt[a]
 
     def _remap(self) -> None:
         """After the map changed: the device map (None if the identity), the window's first column."""
@@ -427,7 +424,4 @@ class SlotBatch:
         end = first + mask.shape[0]
         f = RowFork([x.kbuf[s, :, first:end].clone() for x in self.layers],
                     [x.vbuf[s, :, first:end].clone() for x in self.layers], mask, n_valid)
-        if self.encoder_decoder:
-            f.cross = [(kb[s].clone(), vb[s].clone()) for kb, vb in self.cross]
-            f.enc, f.enc_mask = self.ebuf[s].clone(), self.embuf[s].clone()  # type: ignore[index]
         return f

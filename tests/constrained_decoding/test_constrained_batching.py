@@ -222,7 +222,7 @@ def test_branch_rows_from_the_head_cache_decode_as_prefilled(name, monkeypatch):
     forked, whole = [], []
     start_forked, start = runner_mod.PlannerRunner._start_forked, runner_mod.PlannerRunner.start
     monkeypatch.setattr(runner_mod.PlannerRunner, "_start_forked",
-                        lambda self, f, n, s: forked.append(len(f)) or start_forked(self, f, n, s))
+                        lambda self, f, n, s, p: forked.append(len(f)) or start_forked(self, f, n, s, p))
     monkeypatch.setattr(runner_mod.PlannerRunner, "start",
                         lambda self, p, pre: whole.append(len(pre)) or start(self, p, pre))
     runs = {}
