@@ -405,7 +405,7 @@ class BeamSearch:
                 self.runner.select(src, same_prompt=True)  # beams take their parents on the device, then
                 self.runner.select(keep, host_rows=keep_rows)  # the rows the host knows stay: nothing read back
             else:
-                self.runner.select(src[keep])
+                self.runner.select(src[keep], prompts_of=keep_rows)  # (a beam's parent is in its group)
             tok, self.state, self.score, self.seq, self.length = (tok[keep], self.state[keep], self.score[keep],
                                                                   self.seq[keep], self.length[keep])
             if self.gumbel is not None:

@@ -114,10 +114,12 @@ class RowBatch:
         if self.pos is not None:
             self.pos = self.pos[:, -1:] + 1
 
-    def select(self, rows: torch.Tensor, same_prompt: bool = False, host_rows: Sequence[int] | None = None) -> None:
+    def select(self, rows: torch.Tensor, same_prompt: bool = False, host_rows: Sequence[int] | None = None,
+               prompts_of: Sequence[int] | None = None) -> None:
         """Keep (and reorder or repeat) rows. ``same_prompt``: every row is replaced by a row of the
         same prompt, so an encoder-decoder's rows keep their prompts. ``host_rows``: ``rows`` on the
-        host, if known (else the prompts follow on the device and are read when next needed)."""
+        host, if known, or ``prompts_of``: per kept row a row of the same prompt (else the prompts
+        follow on the device and are read when next needed)."""
         self.self_attention.reorder_cache(rows)
         if self.mask is not None:
             self.mask = self.mask.index_select(0, rows)
@@ -125,9 +127,9 @@ class RowBatch:
             self.pos = self.pos.index_select(0, rows)
         if self.encoder_decoder and not same_prompt:
             self._layout = None
-            if host_rows is not None:
+            if host_rows is not None or prompts_of is not None:
                 old = self.row_prompts()
-                self.prompts = [old[r] for r in host_rows]
+                self.prompts = [old[r] for r in (host_rows if host_rows is not None else prompts_of)]
             else:
                 unread = self._unread if self.prompts is None else torch.as_tensor(self.prompts, device=rows.device)
                 self.prompts, self._unread = None, unread.index_select(0, rows)  # type: ignore[union-attr]
@@ -186,3 +188,15 @@ class RowBatch:
                        prompts=prompts)
         pos = torch.as_tensor(n_valid, device=mask.device).unsqueeze(1) + torch.arange(n_new, device=mask.device)
         return cls(cache, mask, pos=pos)
+
+
+@dataclass
+class SharedPrefix:
+    """The cache of the distinct prompts of a causal runner's batch (all but their last token):
+    per layer ``[prompts, heads, columns, dim]`` keys and values, the ``[prompts, columns]`` mask,
+    and which of its rows holds each canonical prompt (``row_of``)."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    mask: torch.Tensor
+    row_of: dict[int, int]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -23,7 +22,7 @@ from constrained_decoding.cross_attention import filled_layer, prompt_cross_atte
 from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.gathered_rows import GatheredRows, gathered_rows
 from constrained_decoding.head import HeadMode, OutputHead
-from constrained_decoding.kv_rows import RowBatch, RowFork
+from constrained_decoding.kv_rows import RowBatch, RowFork, SharedPrefix
 from constrained_decoding.prompt_attention import PromptKV, decoder_configs, reading_prompts
 from constrained_decoding.prompts import encode_prompts
 from constrained_decoding.slot_rows import SlotBatch
@@ -61,6 +60,11 @@ def returned_cache(out):
     """The KV cache a forward with ``use_cache=True`` returned (``out.cache``, or ``out.past_key_values``
     where transformers has not renamed it; the old name warns where it has)."""
     return out["cache"] if "cache" in out else out.past_key_values
+
+
+def _host(idx: Sequence[int] | torch.Tensor) -> list[int]:
+    """Row indices on the host (a tensor's are read: callers make them there)."""
+    return idx.tolist() if isinstance(idx, torch.Tensor) else [int(i) for i in idx]
 
 
 def _pad(seqs: Sequence[Sequence[int]], value: int, left: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -154,11 +158,10 @@ class PlannerRunner:
 
     # ------------------------------------------------------------------------- decoding with cache
 
-    def start(self, prompt_idx: torch.Tensor, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
+    def start(self, prompt_idx: Sequence[int] | torch.Tensor, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
         """Open rows (a new batch): row ``r`` reads prompt ``prompt_idx[r]`` then ``prefixes[r]``; features of the next
         token."""
-        prompts = prompt_idx.tolist()  # (callers make it on the host)
-        prompt_idx = prompt_idx.to(self.device)
+        prompts = _host(prompt_idx)
         if self.encoder_decoder:
             ids, mask = _pad([[self.decoder_start, *p] for p in prefixes], self.pad_id, True, self.device)
             # rows of equal length need no decoder mask (and HF builds none: cheaper steps); a row reads
@@ -166,7 +169,7 @@ class PlannerRunner:
             self.batch = RowBatch(EncoderDecoderCache(DynamicCache(), self._prompt_cross()),
                                   None if len({len(p) for p in prefixes}) == 1 else mask, prompts=prompts)
             return self._dec(ids)
-        rows = [self.canonical[p] for p in prompt_idx.tolist()]
+        rows = [self.canonical[p] for p in prompts]
         uniq = sorted(set(rows))
         if not self.share_prompt or min(len(self.prompt_ids[u]) for u in uniq) < 2:  # prefill each row whole
             ids, mask = _pad([self.prompt_ids[p] + list(q) for p, q in zip(rows, prefixes)], self.pad_id, True,
@@ -200,8 +203,8 @@ class PlannerRunner:
             self._configs = decoder_configs(decoder)
         return self._cross
 
-    def add_rows(self, prompt_idx: torch.Tensor, prefixes: Sequence[Sequence[int]],
-                 copies: torch.Tensor | None = None,
+    def add_rows(self, prompt_idx: Sequence[int] | torch.Tensor, prefixes: Sequence[Sequence[int]],
+                 copies: Sequence[int] | torch.Tensor | None = None,
                  forks: Sequence[tuple[RowFork, int] | None] | None = None) -> torch.Tensor:
         """Open rows (as :meth:`start`) that join the running batch after its rows; their features.
 
@@ -216,29 +219,31 @@ class PlannerRunner:
         With ``slot_cache``, after :data:`RESTACKED_JOINS` such joins the running batch becomes a
         :class:`SlotBatch` and new rows are copied into its free slots instead."""
         old = self.batch if self.batch is not None and self.batch.rows else None
+        prompts = _host(prompt_idx)
         keep = self._fork_plan(prefixes, forks)
         fresh = [i for i, k in enumerate(keep) if k == 0]
         forked = [i for i, k in enumerate(keep) if k]
         feats = []
         if fresh:
-            feats.append(self.start(prompt_idx[fresh], [prefixes[i] for i in fresh]))
+            feats.append(self.start([prompts[i] for i in fresh], [prefixes[i] for i in fresh]))
         if forked:
             first = self.batch if fresh else None
             parts = [forks[i] for i in forked]  # type: ignore[index]
-            n_valid = [self.context_len(int(prompt_idx[i])) + keep[i] for i in forked]
+            n_valid = [self.context_len(prompts[i]) + keep[i] for i in forked]
             feats.append(self._start_forked([f for f, _ in parts], n_valid, [prefixes[i][keep[i] :] for i in forked],
-                                            prompt_idx[forked].tolist()))
+                                            [prompts[i] for i in forked]))
             if first is not None:
                 self.batch.prepend(first)
         feats = torch.cat(feats) if len(feats) > 1 else feats[0]
-        where = torch.empty(len(keep), dtype=torch.long)
-        where[fresh + forked] = torch.arange(len(keep))
+        where = [0] * len(keep)
+        for i, r in enumerate(fresh + forked):
+            where[r] = i
         if copies is not None:
-            where = where[copies.cpu()]
+            where = [where[c] for c in _host(copies)]
         if copies is not None or forked and fresh:
-            where = where.to(self.device)
-            self.select(where)
-            feats = feats.index_select(0, where)
+            rows = upload(where, self.device)
+            self.select(rows, host_rows=where)
+            feats = feats.index_select(0, rows)
         if old is not None:
             if self.slot_cache and (isinstance(old, SlotBatch) or old.joins >= RESTACKED_JOINS):
                 self.batch = SlotBatch.joined(old, self.batch)  # type: ignore[arg-type]
@@ -282,14 +287,20 @@ class PlannerRunner:
         ids = tokens.to(self.device).unsqueeze(1)
         return self._dec(ids) if self.encoder_decoder else self._causal(ids)
 
-    def select(self, rows: torch.Tensor, same_prompt: bool = False, host_rows: Sequence[int] | None = None) -> None:
+    def select(self, rows: torch.Tensor, same_prompt: bool = False, host_rows: Sequence[int] | None = None,
+               prompts_of: Sequence[int] | None = None) -> None:
         """Keep (and reorder or repeat) rows: beam search's reordering, or dropping finished rows.
 
         ``same_prompt``: every row is replaced by a row of the same prompt (beams of one group), so
-        an encoder-decoder's cross-attention cache and encoder states need no reordering.
-        ``host_rows``: ``rows`` as the caller knows them on the host, if it does (a slot batch keeps
-        its row -> slot map on the host and would otherwise read ``rows`` from the device)."""
-        self._running().select(rows.to(self.device), same_prompt, host_rows)
+        an encoder-decoder's rows keep their prompts. ``host_rows``: ``rows`` as the caller knows
+        them on the host, if it does (a slot batch keeps its row -> slot map on the host and would
+        otherwise read ``rows`` from the device); else ``prompts_of``: per kept row, a row of the
+        same prompt, on the host (so a re-stacked batch need not read its rows' prompts back)."""
+        b = self._running()
+        if isinstance(b, SlotBatch):
+            b.select(rows.to(self.device), same_prompt, host_rows)
+        else:
+            b.select(rows.to(self.device), same_prompt, host_rows, prompts_of)
 
     def _running(self) -> RowBatch | SlotBatch:
         if self.batch is None:
@@ -436,15 +447,3 @@ class PlannerRunner:
             self._prefix = SharedPrefix([x.keys for x in layers], [x.values for x in layers], mask,
                                         {u: i for i, u in enumerate(distinct)})
         return self._prefix
-
-
-@dataclass
-class SharedPrefix:
-    """The cache of the distinct prompts of a causal runner's batch (all but their last token):
-    per layer ``[prompts, heads, columns, dim]`` keys and values, the ``[prompts, columns]`` mask,
-    and which of its rows holds each canonical prompt (``row_of``)."""
-
-    keys: list[torch.Tensor]
-    values: list[torch.Tensor]
-    mask: torch.Tensor
-    row_of: dict[int, int]

@@ -135,11 +135,11 @@ def open_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[i
         expand_host = [first[k] for k in keys]
         expand = upload(expand_host, dev)
         state = state.index_select(0, expand)
-    prompts = torch.as_tensor(uniq_prompt, dtype=torch.long)
     if join:
-        feats = runner.add_rows(prompts, uniq_pre, copies=expand, forks=uniq_fork)
+        copies = expand_host if expand is not None else None
+        feats = runner.add_rows(uniq_prompt, uniq_pre, copies=copies, forks=uniq_fork)
     else:
-        feats = runner.start(prompts, uniq_pre)
+        feats = runner.start(uniq_prompt, uniq_pre)
         if expand is not None:
             runner.select(expand, host_rows=expand_host)
             feats = feats.index_select(0, expand.to(feats.device))
