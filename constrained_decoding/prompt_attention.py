@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -54,6 +55,7 @@ class PromptKV:
     values: list[torch.Tensor]
     bias: torch.Tensor
     width: int  # the encoder states' last dim (d_model)
+    _nan: torch.Tensor | None = None
 
     @classmethod
     def of(cls, cross: Sequence[tuple[torch.Tensor, torch.Tensor]], enc_mask: torch.Tensor, width: int) -> PromptKV:
@@ -65,9 +67,10 @@ class PromptKV:
     def states(self, rows: int) -> torch.Tensor:
         """Stand-in encoder states for ``rows`` rows (a NaN view: the model must not read them, and
         would decode NaN, caught as non-finite logits, if it projected them again)."""
-        k = self.keys[0]
-        return torch.full((1, 1, self.width), float("nan"), dtype=k.dtype, device=k.device).expand(
-            rows, self.bias.shape[-1], self.width)
+        if self._nan is None:
+            k = self.keys[0]
+            self._nan = torch.full((1, 1, self.width), float("nan"), dtype=k.dtype, device=k.device)
+        return self._nan.expand(rows, self.bias.shape[-1], self.width)
 
 
 class RowsLayout:
@@ -135,6 +138,8 @@ def prompt_rows_attention(module: nn.Module, query: torch.Tensor, key: torch.Ten
                                "the model does not pass its cross-attention cache's keys through as they are")
         fallback = sys.modules[type(module).__module__].__dict__.get("eager_attention_forward")
         fn = ALL_ATTENTION_FUNCTIONS.get_interface(model_attention, fallback)
+        if fn is None:
+            raise RuntimeError(f"no attention function {model_attention!r} for {type(module).__name__}")
         return fn(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     return prompt_rows.attend(layer, query, scaling), None
 
@@ -162,18 +167,32 @@ def decoder_configs(decoder: nn.Module) -> list:
     return list(seen.values())
 
 
+_LOCK = threading.Lock()
+_INSIDE: dict[int, tuple[int, str | None]] = {}  # per config inside reading_prompts: (depth, the model's own setting)
+
+
 @contextlib.contextmanager
 def reading_prompts(configs: Sequence) -> Iterator[str]:
     """Within: the modules reading ``configs`` call :func:`prompt_rows_attention`; yields the implementation
-    they had (pass it on as ``model_attention``)."""
-    before = [c._attn_implementation for c in configs]
-    own = before[0] or "sdpa"
+    they had (pass it on as ``model_attention``). Nested or concurrent uses (threads decoding with one
+    model) see the model's own setting, and the last to leave restores it."""
+    with _LOCK:
+        owns = []
+        for c in configs:
+            depth, own = _INSIDE.get(id(c), (0, c._attn_implementation))
+            _INSIDE[id(c)] = (depth + 1, own)
+            owns.append(own)
+            c._attn_implementation = ATTENTION
+    own = owns[0] or "sdpa"
     token = _OWN.set(own)
-    for c in configs:
-        c._attn_implementation = ATTENTION
     try:
         yield own
     finally:
-        for c, b in zip(configs, before):
-            c._attn_implementation = b
         _OWN.reset(token)
+        with _LOCK:
+            for c in configs:
+                depth, before = _INSIDE.pop(id(c))
+                if depth > 1:
+                    _INSIDE[id(c)] = (depth - 1, before)
+                else:
+                    c._attn_implementation = before

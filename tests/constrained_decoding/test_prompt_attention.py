@@ -80,6 +80,12 @@ def test_reading_prompts_restores_the_models_setting():
             assert {c._attn_implementation for c in configs} == {"rltf_prompt_rows"}
             raise ValueError("boom")
     assert [c._attn_implementation for c in configs] == ["sdpa", "eager"]
+    # nested (or another thread's) use sees the model's own setting; the outer exit restores it
+    with reading_prompts(configs[:1]) as outer:
+        with reading_prompts(configs[:1]) as inner:
+            assert outer == inner == "sdpa"
+        assert configs[0]._attn_implementation == "rltf_prompt_rows"
+    assert configs[0]._attn_implementation == "sdpa"
 
 
 def test_stand_in_encoder_states_are_not_numbers():
