@@ -6,6 +6,8 @@ itineraries (the grammar whose rows join most) by sampling, beam search and stoc
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
@@ -106,3 +108,28 @@ def test_prompt_cross_attention_matches_the_models(travel):  # noqa: F811
             want = att.k(enc).view(*enc.shape[:2], -1, att.key_value_proj_dim).transpose(1, 2)
             torch.testing.assert_close(layer.keys, want, rtol=1e-6, atol=1e-6)
             assert layer.keys.shape[0] == len(prompts)
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_the_models_own_attention_and_masks_serve_the_rest(travel, monkeypatch, attention):  # noqa: F811
+    """Self-attention and the masks the model builds stay those of the model's own implementation
+    (eager builds additive masks, sdpa boolean ones or none): travel rows, padded by their joins, decode
+    as when every row holds a copy of its prompt's keys and values."""
+    env, planners = travel
+    model, tok = planners["t5"]
+    model = copy.deepcopy(model)
+    model.set_attn_implementation(attention)
+    queries = [[q for q in env.queries() if q.days == d][0] for d in (3, 5)]
+    prompts, grammars = [q.query for q in queries], [env.grammar(tok, q) for q in queries]
+
+    def decode():
+        found = sample_plans(model, tok, prompts, grammars, k=3, seed=2)
+        found += beam_search_plans(model, tok, prompts, grammars, num_beams=3)
+        return _flat([[[(d.rows, d.logprob) for d in ds] for ds in found]])
+
+    reading = decode()
+    assert model.get_decoder().config._attn_implementation == attention
+    monkeypatch.setattr(runner_mod.PlannerRunner, "_dec_rows", _dec_rows_copied)
+    copied = decode()
+    assert reading[0] == copied[0]
+    torch.testing.assert_close(reading[1], copied[1], rtol=0, atol=5e-5)
