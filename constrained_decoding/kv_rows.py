@@ -70,37 +70,27 @@ class RowBatch:
     cheaper steps); ``pos``: causal models, the position ids of the tokens last read ``[rows, n]``;
     ``prompts``: encoder-decoder models, each row's prompt, whose cross-attention keys and values
     (``cache.cross_attention_cache``, one row per prompt, shared by every batch of a runner) it reads
-    (:mod:`constrained_decoding.prompt_attention`); None while a select by device rows left them unread."""
+    (:mod:`constrained_decoding.prompt_attention`)."""
 
     cache: DynamicCache | EncoderDecoderCache
     mask: torch.Tensor | None = None
     pos: torch.Tensor | None = None
     prompts: list[int] | None = None
     joins: int = 0  # how many times rows joined this batch (PlannerRunner.add_rows)
-    _unread: torch.Tensor | None = field(default=None, repr=False)  # the prompts while ``prompts`` is None
     _layout: RowsLayout | None = field(default=None, repr=False)
 
     @property
     def rows(self) -> int:
-        if self.pos is not None:
-            return int(self.pos.shape[0])
-        return len(self.prompts) if self.prompts is not None else int(self._unread.shape[0])  # type: ignore[union-attr]
+        return int(self.pos.shape[0]) if self.pos is not None else len(self.prompts)  # type: ignore[arg-type]
 
     @property
     def encoder_decoder(self) -> bool:
         return isinstance(self.cache, EncoderDecoderCache)
 
-    def row_prompts(self) -> list[int]:
-        """Each row's prompt (encoder-decoder; read from the device if a select left them there)."""
-        if self.prompts is None:
-            self.prompts = self._unread.tolist()  # type: ignore[union-attr]
-            self._unread = None
-        return self.prompts
-
     def layout(self, kv: PromptKV) -> RowsLayout:
         """How a forward's rows read their prompts' cross-attention (made when the rows change)."""
         if self._layout is None or self._layout.kv is not kv:
-            self._layout = RowsLayout(kv, self.row_prompts())
+            self._layout = RowsLayout(kv, self.prompts)  # type: ignore[arg-type]
         return self._layout
 
     @property
@@ -118,27 +108,22 @@ class RowBatch:
                prompts_of: Sequence[int] | None = None) -> None:
         """Keep (and reorder or repeat) rows. ``same_prompt``: every row is replaced by a row of the
         same prompt, so an encoder-decoder's rows keep their prompts. ``host_rows``: ``rows`` on the
-        host, if known, or ``prompts_of``: per kept row a row of the same prompt (else the prompts
-        follow on the device and are read when next needed)."""
+        host, if known, or ``prompts_of``: per kept row a row of the same prompt (else an
+        encoder-decoder's ``rows`` are read from the device, once)."""
         self.self_attention.reorder_cache(rows)
         if self.mask is not None:
             self.mask = self.mask.index_select(0, rows)
         if self.pos is not None:
             self.pos = self.pos.index_select(0, rows)
         if self.encoder_decoder and not same_prompt:
-            self._layout = None
-            if host_rows is not None or prompts_of is not None:
-                old = self.row_prompts()
-                self.prompts = [old[r] for r in (host_rows if host_rows is not None else prompts_of)]
-            else:
-                unread = self._unread if self.prompts is None else torch.as_tensor(self.prompts, device=rows.device)
-                self.prompts, self._unread = None, unread.index_select(0, rows)  # type: ignore[union-attr]
+            known = host_rows if host_rows is not None else prompts_of if prompts_of is not None else rows.tolist()
+            self.prompts, self._layout = [self.prompts[r] for r in known], None  # type: ignore[index]
 
     def prepend(self, old: RowBatch) -> None:
         """Put the rows of ``old`` before these rows (one time axis, left-padded with masked zeros)."""
         n_new, n_old = self.rows, old.rows
         if self.encoder_decoder:
-            self.prompts, self._layout = old.row_prompts() + self.row_prompts(), None
+            self.prompts, self._layout = old.prompts + self.prompts, None  # type: ignore[operator]
         else:
             self.pos = torch.cat([old.pos[:, -1:], self.pos[:, -1:]])  # type: ignore[index]
         old_self, new_self = old.self_attention, self.self_attention

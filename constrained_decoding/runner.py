@@ -37,8 +37,8 @@ RESTACKED_JOINS = 8
 """Joins a batch takes by re-stacking before it moves into slots (``slot_cache``): moving costs about
 one re-stacking plus the buffers' first writes, which a batch joined a few times does not earn back.
 Plain sampling joins 1-7 times on travel (``benchmarks/decoding_growth.py --k 1 --queries 8``), beam
-search 3 times; stochastic beam search joins 66-182 times per call and gains most (0.25-0.6x the
-re-stacking CPU, ``benchmarks/distinct_sampling.py``)."""
+search 3 times; stochastic beam search joins 66-182 times per call and gains most (0.18-0.48x the
+re-stacking CPU on travel, ``benchmarks/distinct_sampling.py``)."""
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:

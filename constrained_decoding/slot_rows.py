@@ -162,9 +162,8 @@ class SlotBatch:
         """The prompts (encoder-decoder) or last positions (causal) of ``batch``'s rows into slots
         (``runs``: see :func:`_runs`)."""
         if self.encoder_decoder:
-            prompts = batch.row_prompts()
             for d, i, c in runs:
-                self.prompt[d : d + c] = prompts[i : i + c]
+                self.prompt[d : d + c] = batch.prompts[i : i + c]  # type: ignore[index]
             return
         for d, i, c in runs:
             self.pbuf[d : d + c].copy_(batch.pos[i : i + c, -1:])  # type: ignore[index]

@@ -33,7 +33,7 @@ def _decode(model, tok, prompts, grammars):
 def _dec_rows_copied(self, b, ids):
     """The path before: every row holds a copy of its prompt's cross-attention keys and values and its
     encoder states, which the model's own attention reads."""
-    prompts = b.prompt[: b.window.n] if isinstance(b, SlotBatch) else b.row_prompts()
+    prompts = b.prompt[: b.window.n] if isinstance(b, SlotBatch) else b.prompts
     idx = torch.as_tensor(prompts, device=ids.device)
     kv = self._prompt_kv
     cross = DynamicCache()
