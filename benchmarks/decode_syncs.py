@@ -15,7 +15,7 @@ sampling call and one beam-search call of
   ``--quick``, sampling, beam search and stochastic beam search on travel queries of 3 and 5 days
   (long rows, ~20-40 branch rows each), and stochastic beam search in slots (8 queries x 8 plans)
   with beam search's selects mapped on the host (the CPU's path) and gathered on the device (an
-  accelerator's: ``constrained_decoding.slot_rows.GATHER_ON_DEVICE``), and
+  accelerator's: ``DevicePolicy(gather_on_device=True)``, :mod:`constrained_decoding.device_policy`), and
 * (b) a tiny LLaMA (the embedded causal planner's shape) with the project's LoRA adapter
   (:func:`rltf.planners.loading.apply_lora`, default settings: rank 8, dropout 0.05),
 
@@ -57,8 +57,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from benchmarks.decoding_travel import build_embedded, travel_queries, travel_tokenizer_texts  # noqa: E402
-from constrained_decoding import slot_rows  # noqa: E402
 from constrained_decoding.decode import beam_search_plans, sample_plans  # noqa: E402
+from constrained_decoding.device_policy import DevicePolicy  # noqa: E402
 from constrained_decoding.runner import PlannerRunner  # noqa: E402
 from constrained_decoding.uploads import upload  # noqa: E402
 from constrained_decoding.without_replacement import sample_distinct_plans  # noqa: E402
@@ -239,12 +239,8 @@ def travel_calls(env, days: tuple[int, ...]) -> list[tuple[str, Callable]]:
         mapped on the host (the CPU's path) or gathered on the device (an accelerator's)."""
         def run(model, tok):
             qs = travel_queries(env, days[0], 8)
-            before, slot_rows.GATHER_ON_DEVICE = slot_rows.GATHER_ON_DEVICE, gather_on_device
-            try:
-                return sample_distinct_plans(model, tok, [q.query for q in qs], [env.grammar(tok, q) for q in qs], 8,
-                                             seed=0)
-            finally:
-                slot_rows.GATHER_ON_DEVICE = before
+            return sample_distinct_plans(model, tok, [q.query for q in qs], [env.grammar(tok, q) for q in qs], 8,
+                                         seed=0, policy=DevicePolicy(gather_on_device=gather_on_device))
         return run
 
     names = {"sample": "sample 2x4", "beam": "beam 4 x 2", "distinct": "distinct 2x4"}

@@ -21,7 +21,7 @@ tokens and row-steps grow alike and the call's growth against the tokens' is the
 
 Both join paths are timed in the same run, taking turns (``--paths``): ``slot`` (joining rows go into
 free slots of a :class:`~constrained_decoding.slot_rows.SlotBatch`, the default) and ``restack`` (every
-join re-stacks the whole running cache, ``PlannerRunner(slot_cache=False)``). The last lines are
+join re-stacks the whole running cache, ``PlannerRunner(policy=DevicePolicy(slots=False))``). The last lines are
 ``slot/restack call: <r> / <r> / <r> (3/5/7 days)`` and per path ``travel sampling growth 3 -> 7 days
 (<path>): tokens x<r>, call x<r>, per token x<r>``.
 """
@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 from benchmarks.decoding_travel import TRAVEL_DAYS, build_embedded, travel_queries, travel_tokenizer_texts  # noqa: E402
 from constrained_decoding import kv_rows, slot_rows  # noqa: E402
 from constrained_decoding.decode import sample_plans  # noqa: E402
+from constrained_decoding.device_policy import DevicePolicy  # noqa: E402
 from constrained_decoding.runner import PlannerRunner  # noqa: E402
 from envs.travel.env import TravelPlannerEnv  # noqa: E402
 
@@ -95,9 +96,9 @@ class Timers:
 
 @contextlib.contextmanager
 def runner_path(slot_cache: bool):
-    """Every PlannerRunner made inside takes ``slot_cache`` (the path joins take)."""
+    """Every PlannerRunner made inside takes slots (``slot_cache``) or re-stacks at every join."""
     init = PlannerRunner.__init__
-    PlannerRunner.__init__ = functools.partialmethod(init, slot_cache=slot_cache)
+    PlannerRunner.__init__ = functools.partialmethod(init, policy=DevicePolicy(slots=slot_cache))
     try:
         yield
     finally:

@@ -8,7 +8,7 @@ cores count what this process used), the ratio to the with-replacement sampler m
 run, and counts that do not depend on load: decoder passes (``PlannerRunner.step`` calls: decoding
 steps) and rows joined by prefill (``PlannerRunner.add_rows`` calls), plus the distinct plans each
 drew; then stochastic beam search again with every join re-stacking the running cache
-(``PlannerRunner(slot_cache=False)``, the path before the slot cache; ``(other plans)`` marks a grammar
+(``DevicePolicy(slots=False)``, the path before the slot cache; ``(other plans)`` marks a grammar
 whose draws differ, none expected) and the slot path's CPU over it. The embedded default planner
 (untrained: the numbers are the decoder's, not a policy's) on OpenAGI's lite tasks (a linear and a
 two-input task) and on travel queries of 3, 5 and 7 days (a branching grammar with 17-39 rows,

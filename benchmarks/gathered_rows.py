@@ -25,7 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import constrained_decoding.runner as runner_module  # noqa: E402
+import constrained_decoding.teacher_forcing as runner_module  # noqa: E402  (where the scorer gathers the rows)
 from constrained_decoding.decode import sample_plans  # noqa: E402
 from constrained_decoding.logprobs import plan_logprobs  # noqa: E402
 from envs.openagi.factory import make_env  # noqa: E402

@@ -34,8 +34,8 @@ over all branch tuples. Only heads with at least one valid branch per input are 
 
 The grammar is the env's
 -------------------------
-The decoder knows no env. The factorisation above is OpenAGI's plan grammar
-(:mod:`envs.openagi.grammar`); the decoder only sees the :class:`Grammar` protocol
+The decoder knows no env. The factorisation above is OpenAGI's plan grammar (the OpenAGI
+env's ``grammar`` module); the decoder only sees the :class:`Grammar` protocol
 (:mod:`constrained_decoding.protocol`): a token automaton, a root start state, the branch rows a
 finished root row forks, and how rows become an action and back. Callers pass one grammar per
 prompt, from the env (``env.grammar(tokenizer, task)``); there is no default.
@@ -50,15 +50,27 @@ Public API
   DecodedPlans, whose rows are reused)
 - :class:`Grammar` (the protocol), :func:`build_row_languages` / :class:`RowText` (the minimal
   DFA of enumerated row texts, tokenised in context), :class:`TokenDFA` / :func:`build_dfa`
-- :func:`format_prompt`, :data:`PLAN_SEPARATOR`: the prompt format (causal models append it)
+- :func:`format_prompt`, :data:`PLAN_SEPARATOR`: the prompt format (causal models append it);
+  :func:`encode_prompts`: its token ids
 
-Modules: ``protocol`` (Grammar), ``dfa`` (TokenDFA), ``rows`` (row languages from texts),
-``tables`` (a batch's automata as tensors), ``head`` (allowed-token logits), ``masking`` (the
-token mask: π_c's log-probabilities from the allowed-token logits), ``kv_rows`` (the
-running rows' cache), ``runner`` (the model, step-wise and teacher-forced), ``encoder_memo``
-(encoder states read once for sampling and scoring), ``search``
-(sampling), ``beam`` (beam search, and stochastic beam search on perturbed keys),
-``without_replacement`` (K distinct plans), ``decode`` / ``logprobs`` (the API), ``prompts``.
+Modules, by job:
+
+- grammars: ``protocol`` (Grammar), ``dfa`` (TokenDFA), ``rows`` (row languages from texts),
+  ``tables`` (a batch's automata as tensors), ``finish_bounds`` (how soon a row can finish: when
+  the searches must read the device);
+- the distribution: ``head`` (allowed-token logits), ``masking`` (π_c's log-probabilities from
+  them), ``row_draws`` (per-row random streams), ``gumbel_keys`` (stochastic beam search's keys);
+- the model: ``runner`` (step-wise features over the running rows), ``teacher_forcing`` (every
+  position of given rows at once), ``prompts`` (the prompt format), ``encoder_memo`` (encoder
+  states read once for sampling and scoring), ``cross_attention`` / ``prompt_attention`` (the
+  prompts' cross-attention keys and values made once and read in place), ``gathered_rows`` (a
+  scoring call's token-matrix rows read once);
+- the row store: ``kv_rows`` (re-stacked rows, forks), ``slot_rows`` (rows in preallocated slots),
+  ``device_policy`` (where rows live and how they move: the one place that decides),
+  ``uploads`` (host data to the device), ``host_reads`` (what a step reads back, packed by name);
+- the searches: ``search`` (sampling, and the row machinery beam search shares), ``beam`` (beam
+  search, and stochastic beam search on perturbed keys), ``without_replacement`` (K distinct plans);
+- the API: ``decode`` (sampling, beam search, greedy), ``logprobs`` (the scorer).
 
 Models: HF encoder-decoder (T5) or causal (LLaMA-style) models, plain or PEFT-wrapped.
 """

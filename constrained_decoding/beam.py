@@ -26,9 +26,9 @@ padded to the widest group (padding scores -inf, picks beyond a group's width dr
 Stochastic beam search (``gumbel``: a generator; Kool, van Hoof & Welling, ICML 2019): beams are
 ranked by *perturbed* scores instead of log-probabilities. Every node of the search tree (a row
 prefix) holds G = its log-probability φ plus Gumbel noise, conditioned top-down so that the largest
-G of a node's children equals the node's own (:func:`perturbed_keys`); G of a node is then the
-largest G of the finished rows below it, the same property a log-probability has (it only falls),
-so the search above -- with G for the score -- returns the ``width`` finished rows of largest G:
+G of a node's children equals the node's own (:func:`~constrained_decoding.gumbel_keys.perturbed_keys`);
+G of a node is then the largest G of the finished rows below it, the same property a log-probability
+has (it only falls), so the search above -- with G for the score -- returns the ``width`` finished rows of largest G:
 an exact sample without replacement from π_c (at ``temperature``). A group may start from a node
 of a larger tree (``BeamGroup``'s optional ``(φ, G)``: a plan's earlier rows): its rows carry the
 plan's φ and G. Every group also reports the largest G it discarded (:attr:`Group.dropped`: the
@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 import torch
 
 from constrained_decoding.finish_bounds import table_bounds
+from constrained_decoding.gumbel_keys import NEG_INF, perturbed_keys
+from constrained_decoding.host_reads import HostRead
 from constrained_decoding.kv_rows import RowFork
 from constrained_decoding.runner import PlannerRunner
 from constrained_decoding.search import (
@@ -57,14 +59,12 @@ from constrained_decoding.search import (
     open_rows,
     slot_logprobs,
 )
-from constrained_decoding.slot_rows import SlotBatch
 from constrained_decoding.tables import StateTables
 from constrained_decoding.uploads import upload
 
 BeamGroup = tuple  # (prompt index, start, beam width) or (..., φ, G): the plan's log-prob and key it continues
 Hyps = list[tuple[tuple[int, ...], float, float]]  # finished rows: token ids, log-prob and rank score; best first
 BeamSpawn = Callable[[list[tuple[int, Hyps]]], Sequence[BeamGroup]]
-NEG_INF = float("-inf")
 
 
 @dataclass
@@ -78,27 +78,24 @@ class Finished:
     logprob: float = 0.0
 
 
-def log1mexp(x: torch.Tensor) -> torch.Tensor:
-    """log(1 − exp(x)) for x <= 0, accurate at both ends (−inf at x = 0)."""
-    return torch.where(x > -0.6931471805599453, torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
+@dataclass
+class Candidate:
+    """A finishing candidate as read (a row of :meth:`BeamSearch._finishing`): the row it continues, the
+    token that ends it, whether its row had ended already (the token is the sink's pad), its length,
+    the tokens of its row since the search's first column, and (stochastic) its log-probability."""
 
+    row: int
+    token: int
+    ended: bool
+    length: int
+    tokens: list[int]
+    logprob: float | None
 
-def perturbed_keys(phi: torch.Tensor, parent: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Stochastic beam search's keys of the children of every row (``[rows, D]``, float64): Gumbel
-    noise of location ``phi`` (the children's log-probabilities, -inf where a slot is not allowed),
-    conditioned on their maximum being ``parent`` (``[rows]``, the row's own key):
-    G = −log(exp(−T) − exp(−Z) + exp(−G̃)), G̃ = φ + Gumbel(0), Z = max G̃, T the parent's key
-    (computed as T − softplus(T − G̃ + log(1 − exp(G̃ − Z)))). The child with the largest G̃ gets T."""
-    phi = phi.double()
-    u = torch.rand(phi.shape, generator=generator, device=phi.device, dtype=torch.float64)
-    g = phi - torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float64).tiny)))
-    allowed = phi > NEG_INF
-    g = g.masked_fill(~allowed, NEG_INF)
-    z = g.max(1, keepdim=True).values
-    t = parent.double().unsqueeze(1)
-    v = t - g + log1mexp((g - z).clamp_max(0.0))
-    keys = t - torch.nn.functional.softplus(v)
-    return keys.masked_fill(~allowed | (t == NEG_INF), NEG_INF)
+    @classmethod
+    def unpack(cls, values: Sequence[float], stochastic: bool) -> Candidate:
+        row, token, ended, length, *tokens = values
+        logprob = tokens.pop() if stochastic else None
+        return cls(int(row), int(token), bool(ended), int(length), [int(x) for x in tokens], logprob)
 
 
 @dataclass
@@ -241,12 +238,7 @@ class BeamSearch:
 
     def _record_finished(self, step: Step) -> list[bool]:
         """Keep the finishing continuations that enter their group's best; which groups stop."""
-        # one transfer per step read: per group its best running and finishing scores (stochastic: and the
-        # best of each left out); what keeping each finishing candidate needs (_finishing), so those that
-        # enter cost no second read; how many rows had unusable logits at each step since the last read
-        # (checked before anything is kept); the fewest steps before a running row can end
         stochastic = step.next_val is not None
-        w = step.val.shape[1]
         self.unread_bad.append((self.steps, self.bad.sum()))
         if self.steps < self.due and not any(len(self.groups[g].kept) >= self.groups[g].width for g in self.running):
             # no row can finish at this step and no group can stop (see _skips): nothing to decide but,
@@ -254,34 +246,20 @@ class BeamSearch:
             if stochastic:
                 self.left_max = self._left_max(step.left_running)
             return [False] * len(self.running)
-        # stochastic: every running and finishing score, the best of each left out, then the best running
-        # node left out at the unread steps since the last read
-        parts = [step.val, step.fin_val, step.next_val, self._left_max(step.left_running).unsqueeze(1)] \
-            if stochastic else [step.val[:, :1], step.fin_val]
-        self.left_max = None
-        grid = torch.cat(parts, 1)
-        candidates = self._finishing(step)
-        bad = torch.stack([b for _, b in self.unread_bad])
-        # float64 holds all exactly: the scores (float32 or float64), the ids, lengths, tokens and counts
-        skips = self._skips(step)
-        flat = torch.cat([grid.double().reshape(-1), candidates.double().reshape(-1), bad.double(),
-                          skips.double().view(1)]).tolist()
-        cols, width = grid.shape[1], candidates.shape[1]
-        top = [flat[i * cols:(i + 1) * cols] for i in range(grid.shape[0])]
-        rest = flat[grid.numel():]
-        moved = [rest[k * width:(k + 1) * width] for k in range(candidates.shape[0])]
-        bads, self.due = rest[len(moved) * width:-1], self.steps + int(rest[-1])
+        got = self._read(step, stochastic)
         steps, self.unread_bad = [s for s, _ in self.unread_bad], []
-        for at, n_bad in zip(steps, bads):
+        for at, n_bad in zip(steps, got["bad"]):  # (checked before anything is kept)
             if n_bad:
                 raise nonfinite_logits_error(at, int(n_bad))
+        self.due = self.steps + int(got["skips"])
         entering: list[tuple[int, int, float]] = []  # (group position, rank, score)
         done: list[bool] = []
-        for i, g in enumerate(self.running):
+        for i, (g, cols) in enumerate(zip(self.running, got["groups"])):
             grp = self.groups[g]
-            row = top[i]
-            running, finishing = (row[: w] + row[2 * w : 2 * w + 1], row[w : 2 * w] + row[2 * w + 1 : 2 * w + 2]) \
-                if stochastic else (row[:1], row[1:])
+            if stochastic:  # the best running and finishing ones, then the best of each left out
+                running, finishing = cols["running"] + cols["left_out"][:1], cols["finishing"] + cols["left_out"][1:]
+            else:
+                running, finishing = cols["best_running"], cols["finishing"]
             gw, best_running = grp.width, running[0]
             worse = [-h.score for h in grp.kept]  # (negated: ascending)
             added = 0
@@ -298,11 +276,30 @@ class BeamSearch:
             if stochastic:  # the best nodes this step left out: a running one not taken, a finishing one not kept,
                 #             and at the stop the running beams themselves; and the running ones unread steps left out
                 grp.dropped = max(grp.dropped, running[gw], finishing[added], best_running if stops else NEG_INF,
-                                  row[2 * w + 2])
+                                  cols["left_before"][0])
             done.append(stops)
         if entering:
-            self._keep(entering, moved, w, stochastic)
+            self._keep(entering, got["candidates"], step.val.shape[1], stochastic)
         return done
+
+    def _read(self, step: Step, stochastic: bool) -> dict:
+        """One transfer of what the step decides on (:class:`~constrained_decoding.host_reads.HostRead`):
+        per group (``groups``) its best running and finishing scores (stochastic: all ``width`` of each,
+        the best of each left out, ``left_out``, and the best running node left out at the unread steps
+        since the last read, ``left_before``); what keeping each finishing candidate needs
+        (``candidates``: :meth:`_finishing`), so those that enter cost no second read; how many rows had
+        unusable logits at each step since the last read (``bad``); the fewest steps before a running
+        row can end (``skips``)."""
+        read = HostRead()
+        if stochastic:
+            read.columns("groups", running=step.val, finishing=step.fin_val, left_out=step.next_val,
+                         left_before=self._left_max(step.left_running))
+        else:
+            read.columns("groups", best_running=step.val[:, :1], finishing=step.fin_val)
+        self.left_max = None
+        read.add("candidates", self._finishing(step))
+        read.add("bad", torch.stack([b for _, b in self.unread_bad]))
+        return read.add("skips", self._skips(step)).read()
 
     def _left_max(self, left_running: torch.Tensor) -> torch.Tensor:
         """Per running group, the largest key of a running node it left out at this step or at an
@@ -327,9 +324,9 @@ class BeamSearch:
         return torch.where(live, self.to_end[nxt], big).min().clamp(min=1, max=1 << 20)
 
     def _finishing(self, step: Step) -> torch.Tensor:
-        """``[groups * width, 4 + tokens (+ 1)]`` per finishing candidate (group-major): its row, token,
-        whether its state ends the row, its length and its tokens since born (stochastic: then its
-        log-probability); read with the step's scores."""
+        """``[groups * width, 4 + tokens (+ 1)]`` per finishing candidate (group-major), packed as
+        :class:`Candidate` unpacks it: its row, token, whether its state ends the row, its length and
+        its tokens since born (stochastic: then its log-probability); read with the step's scores."""
         rows, slots = step.fin_src.reshape(-1), step.fin_slot.reshape(-1)
         parts = [torch.stack([rows, self.idx[rows, slots].long(), self.tables.final[self.state[rows]].long(),
                               self.length[rows]], 1), self.seq[rows]]
@@ -343,13 +340,12 @@ class BeamSearch:
         candidate's :meth:`_finishing` row, as read (``w`` per group)."""
         new: dict[int, list[Finished]] = {}
         for i, j, sc in entering:
-            row, t, e, k, *q = moved[i * w + j]
-            lp = q.pop() if stochastic else sc  # stochastic: its log-probability; else the score is it
-            row, t, k, q = int(row), int(t), int(k), [int(x) for x in q]
+            c = Candidate.unpack(moved[i * w + j], stochastic)
+            lp = sc if c.logprob is None else c.logprob  # (not stochastic: the score is the log-probability)
             grp = self.groups[self.running[i]]
-            held = grp.prefix + tuple(q[grp.born : grp.born + k])  # the row's tokens, all in its cache
-            fork = self.runner.fork(row, self.runner.context_len(grp.prompt) + len(held)) if grp.forkable else None
-            new.setdefault(self.running[i], []).append(Finished(sc, held if e else held + (t,), fork, lp))
+            held = grp.prefix + tuple(c.tokens[grp.born : grp.born + c.length])  # the row's tokens, all in its cache
+            fork = self.runner.fork(c.row, self.runner.context_len(grp.prompt) + len(held)) if grp.forkable else None
+            new.setdefault(self.running[i], []).append(Finished(sc, held if c.ended else held + (c.token,), fork, lp))
         for g, hyps in new.items():  # (stable: on equal scores the earlier hypothesis stays first)
             grp = self.groups[g]
             ranked = sorted(grp.kept + hyps, key=lambda h: -h.score)
@@ -401,7 +397,7 @@ class BeamSearch:
             self.runner.select(src, same_prompt=True)
         else:
             keep = upload(keep_rows, self.dev)
-            if isinstance(self.runner.batch, SlotBatch) and self.runner.batch.gathers_on_device:
+            if self.runner.gathers_selects:
                 self.runner.select(src, same_prompt=True)  # beams take their parents on the device, then
                 self.runner.select(keep, host_rows=keep_rows)  # the rows the host knows stay: nothing read back
             else:

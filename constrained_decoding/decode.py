@@ -9,7 +9,10 @@ eval mode (no dropout), so the reported log-probabilities are exactly what
 
 Switches (keyword arguments, no globals): ``head`` picks the output-layer path
 (:mod:`constrained_decoding.head`); ``reuse_cache=False`` prefills every branch row whole instead
-of starting it from its finished root row's cache.
+of starting it from its finished root row's cache; ``share_prompt=False`` (sampling) reads the
+prompt in every row; ``policy`` (:class:`~constrained_decoding.device_policy.DevicePolicy`) says
+where the running rows live and how they move (re-stacked or in slots, a beam search select mapped
+on the host or gathered on the device), by default as suits the model's device.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import torch
 from torch import nn
 
 from constrained_decoding.beam import BeamGroup, BeamSearch, Hyps
+from constrained_decoding.device_policy import DEFAULT_POLICY, DevicePolicy
 from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.head import HeadMode
 from constrained_decoding.protocol import Grammar, Row
@@ -102,8 +106,8 @@ def decoding_mode(model: nn.Module) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _decoding(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[object],
-              head: HeadMode, share_prompt: bool = True,
-              encoder_memo: EncoderMemo | None = None) -> Iterator[tuple[list[Grammar], PlannerRunner | None, Any]]:
+              head: HeadMode, share_prompt: bool = True, encoder_memo: EncoderMemo | None = None,
+              policy: DevicePolicy = DEFAULT_POLICY) -> Iterator[tuple[list[Grammar], PlannerRunner | None, Any]]:
     """:func:`decoding_mode` with the checked grammars, the prompts' runner and their stacked
     state tables (runner and tables ``None`` when there are no prompts)."""
     prompts = list(prompts)
@@ -113,7 +117,7 @@ def _decoding(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Seq
             yield grammars, None, None
             return
         runner = PlannerRunner(model, tokenizer, prompts, pad_id=grammars[0].pad_id, head=head,
-                               share_prompt=share_prompt, encoder_memo=encoder_memo)
+                               share_prompt=share_prompt, encoder_memo=encoder_memo, policy=policy)
         yield grammars, runner, stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
 
 
@@ -121,7 +125,8 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: 
                  temperature: float = 1.0, *, seed: int | None = 0, generator: torch.Generator | None = None,
                  head: HeadMode = "auto", reuse_cache: bool = True,
                  share_prompt: bool = True, sample_seeds: Sequence[int] | None = None,
-                 encoder_memo: EncoderMemo | None = None) -> list[list[DecodedPlan]]:
+                 encoder_memo: EncoderMemo | None = None,
+                 policy: DevicePolicy = DEFAULT_POLICY) -> list[list[DecodedPlan]]:
     """``k`` actions per prompt drawn from the constrained policy π_c at ``temperature``.
 
     Branching grammars: a sample's branch rows (decoded in parallel) join the batch of running
@@ -133,7 +138,9 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: 
     ``share_prompt``: the ``k`` samples of a prompt (and equal prompts) read it once and copy its
     cache; ``False``: every sample reads its prompt itself (the reference the tests compare with).
     ``encoder_memo`` (encoder-decoder models): the prompts' encoder states come from it (read once
-    per memo with gradients, for a scorer to reuse: :class:`~constrained_decoding.encoder_memo.EncoderMemo`)."""
+    per memo with gradients, for a scorer to reuse: :class:`~constrained_decoding.encoder_memo.EncoderMemo`).
+    ``policy``: where the running rows live and how they move
+    (:class:`~constrained_decoding.device_policy.DevicePolicy`; the same plans on every path)."""
     if k < 1:
         raise ValueError(f"k={k}: expected at least one sample per prompt")
     if not temperature > 0:
@@ -141,52 +148,70 @@ def sample_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: 
     prompts = list(prompts)
     grammars = check_grammars(grammars, len(prompts))
     owner = [p for p in range(len(prompts)) for _ in range(k)]  # the prompt of each sample
-    draws = None
-    if sample_seeds is not None:
-        sample_seeds = [int(x) for x in sample_seeds]
-        if len(sample_seeds) != len(owner):
-            raise ValueError(f"got {len(sample_seeds)} sample_seeds for {len(prompts)} prompts x k={k}: expected one "
-                             "per sample")
-        draws = RowDraws([(x, 0) for x in sample_seeds])
-        n_branches = [0] * len(owner)
+    branches = _Branches(grammars, owner, share_prompt, _own_streams(sample_seeds, len(prompts), k))
     # the runner's prompt of each sample: its own copy when not sharing
-    reads = owner if share_prompt else list(range(len(owner)))
     runner_prompts = prompts if share_prompt else [prompts[p] for p in owner]
     with _decoding(model, tokenizer, runner_prompts, [grammars[p] for p in owner] if not share_prompt else grammars,
-                   head, share_prompt, encoder_memo) as (_, runner, tables):
+                   head, share_prompt, encoder_memo, policy) as (_, runner, tables):
         if runner is None:
             return []
-        if generator is None and draws is None:
+        if generator is None and branches.seeds is None:
             generator = torch.Generator(device=runner.device)
             generator.manual_seed(0 if seed is None else seed)
-        where: list[tuple[int, int]] = []  # (sample, start state) of each branch row, numbered after the roots
+        rows, lps = sample_rows(runner, tables, branches.reads, [(grammars[p], grammars[p].root) for p in owner],
+                                temperature, generator, branches.spawn, reuse_cache=reuse_cache, draws=branches.draws)
+    out: list[list[DecodedPlan]] = [[] for _ in grammars]
+    for p, (root, rest, lp) in zip(owner, branches.plans(rows, lps)):
+        out[p].append(_decoded(grammars[p], root, rest, lp))
+    return out
 
-        def spawn(finished: list[tuple[int, tuple[int, ...]]]) -> list[tuple[int, RowStart]]:
-            """The branch rows of the samples whose root row has just finished."""
-            new = []
-            for j, tokens in finished:
-                if j >= len(owner):
-                    continue
-                g = grammars[owner[j]]
-                for s in g.branch_starts(tokens) if g.branching else ():
-                    new.append((reads[j], (g, s)))
-                    where.append((j, s))
-                    if draws is not None:
-                        n_branches[j] += 1
-                        draws.add((sample_seeds[j], n_branches[j]))
-            return new
 
-        rows, lps = sample_rows(runner, tables, reads, [(grammars[p], grammars[p].root) for p in owner],
-                                temperature, generator, spawn, reuse_cache=reuse_cache, draws=draws)
-        roots, logp = rows[: len(owner)], lps[: len(owner)]
-        branches: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in owner]
-        for (j, s), row, lp in zip(where, rows[len(owner) :], lps[len(owner) :]):
+def _own_streams(sample_seeds: Sequence[int] | None, n_prompts: int, k: int) -> list[int] | None:
+    """``sample_seeds`` checked: one integer per sample (prompt-major), or None."""
+    if sample_seeds is None:
+        return None
+    seeds = [int(x) for x in sample_seeds]
+    if len(seeds) != n_prompts * k:
+        raise ValueError(f"got {len(seeds)} sample_seeds for {n_prompts} prompts x k={k}: expected one per sample")
+    return seeds
+
+
+class _Branches:
+    """:func:`sample_plans`' samples: which prompt each reads, the branch rows their root rows spawn
+    (numbered after the roots, in spawn order) and, with per-sample seeds, every row's stream
+    (row ``i`` of sample ``j``: ``(seeds[j], i)``)."""
+
+    def __init__(self, grammars: list[Grammar], owner: list[int], share_prompt: bool, seeds: list[int] | None):
+        self.grammars, self.owner, self.seeds = grammars, owner, seeds
+        self.reads = owner if share_prompt else list(range(len(owner)))  # the runner's prompt of each sample
+        self.draws = None if seeds is None else RowDraws([(x, 0) for x in seeds])
+        self.n_branches = [0] * len(owner)
+        self.where: list[tuple[int, int]] = []  # (sample, start state) of each branch row
+
+    def spawn(self, finished: list[tuple[int, tuple[int, ...]]]) -> list[tuple[int, RowStart]]:
+        """The branch rows of the samples whose root row has just finished."""
+        new = []
+        for j, tokens in finished:
+            if j >= len(self.owner):
+                continue
+            g = self.grammars[self.owner[j]]
+            for s in g.branch_starts(tokens) if g.branching else ():
+                new.append((self.reads[j], (g, s)))
+                self.where.append((j, s))
+                if self.draws is not None:
+                    self.n_branches[j] += 1
+                    self.draws.add((self.seeds[j], self.n_branches[j]))  # type: ignore[index]
+        return new
+
+    def plans(self, rows: list[tuple[int, ...]], lps: list[float]) -> list[tuple[tuple[int, ...], list, float]]:
+        """Per sample: its root row, its ``(start, tokens)`` branch rows, its log-probability (their sum)."""
+        n = len(self.owner)
+        roots, logp = rows[:n], lps[:n]
+        branches: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in self.owner]
+        for (j, s), row, lp in zip(self.where, rows[n:], lps[n:]):
             branches[j].append((s, row))
             logp[j] += lp
-    out: list[list[DecodedPlan]] = [[] for _ in grammars]
-    for j, p in enumerate(owner):
-        out[p].append(_decoded(grammars[p], roots[j], branches[j], logp[j]))
-    return out
+        return list(zip(roots, branches, logp))
 
 
 def _decoded(g: Grammar, root: tuple[int, ...], branches: Sequence[tuple[int, tuple[int, ...]]],
@@ -197,8 +222,8 @@ def _decoded(g: Grammar, root: tuple[int, ...], branches: Sequence[tuple[int, tu
 
 def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar],
                       num_beams: int = 16, num_return: int | None = None, *, branch_beams: int = 2,
-                      head: HeadMode = "auto", reuse_cache: bool = True,
-                      greedy: bool = False) -> list[list[DecodedPlan]]:
+                      head: HeadMode = "auto", reuse_cache: bool = True, greedy: bool = False,
+                      policy: DevicePolicy = DEFAULT_POLICY) -> list[list[DecodedPlan]]:
     """Up to ``num_return`` distinct actions per prompt, best constrained log-probability first.
 
     Root rows: beam search of width ``num_beams`` (:class:`constrained_decoding.beam.BeamSearch`).
@@ -214,7 +239,7 @@ def beam_search_plans(model: nn.Module, tokenizer, prompts: Sequence[str], gramm
     num_return = num_beams if num_return is None else num_return
     if not 1 <= num_return:
         raise ValueError(f"num_return={num_return}: expected at least 1")
-    with _decoding(model, tokenizer, prompts, grammars, head) as (grammars, runner, tables):
+    with _decoding(model, tokenizer, prompts, grammars, head, policy=policy) as (grammars, runner, tables):
         if runner is None:
             return []
         group_of: list[tuple[int, int, int]] = []  # the (prompt, root rank, start state) of each branch group
@@ -269,9 +294,10 @@ def _best_combinations(lists: Sequence[tuple[int, Hyps]], n: int) -> list[tuple[
 
 
 def greedy_plans(model: nn.Module, tokenizer, prompts: Sequence[str], grammars: Sequence[Grammar], *,
-                 head: HeadMode = "auto", reuse_cache: bool = True) -> list[DecodedPlan]:
+                 head: HeadMode = "auto", reuse_cache: bool = True,
+                 policy: DevicePolicy = DEFAULT_POLICY) -> list[DecodedPlan]:
     """One action per prompt, the strict argmax path of every row (as HF's greedy search): each row
     takes the most likely allowed token, and ends when ending it is the most likely choice."""
     res = beam_search_plans(model, tokenizer, prompts, grammars, num_beams=1, num_return=1, branch_beams=1,
-                            head=head, reuse_cache=reuse_cache, greedy=True)
+                            head=head, reuse_cache=reuse_cache, greedy=True, policy=policy)
     return [r[0] for r in res]

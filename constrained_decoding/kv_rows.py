@@ -4,7 +4,8 @@
 passes; it knows nothing of the model's forward, only how rows are kept, reordered, forked and
 joined (left-padded onto one time axis). :class:`RowFork` is a copy of one row's cache that a
 later row continuing its tokens starts from. A join copies every running row (re-stacking); a batch
-joined more than a couple of times moves into preallocated slots instead
+joined more often than its :class:`~constrained_decoding.device_policy.DevicePolicy` allows (8
+re-stacking joins by default) moves into preallocated slots instead
 (:class:`constrained_decoding.slot_rows.SlotBatch`, same interface).
 """
 
@@ -96,6 +97,17 @@ class RowBatch:
     @property
     def self_attention(self) -> DynamicCache:
         return self.cache.self_attention_cache if self.encoder_decoder else self.cache  # type: ignore[return-value]
+
+    def inputs(self, ids: torch.Tensor) -> torch.Tensor:
+        """The rows' token ids as the forward reads them (here: as they are; see :meth:`SlotBatch.inputs`)."""
+        return ids
+
+    def outputs(self, feats: torch.Tensor) -> torch.Tensor:
+        """The forward's features in row order (here: as they are)."""
+        return feats
+
+    def commit(self, q: int) -> None:
+        """The forward wrote ``q`` columns (the cache grew them itself)."""
 
     def advance(self) -> None:
         """Make room for one more token per row (the mask grows; causal positions move on)."""

@@ -34,7 +34,7 @@ def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars:
 
     ``plans`` are actions (for OpenAGI: Plan objects or canonical texts), whose rows the grammar
     builds (:meth:`Grammar.rows_for`: an action that is not valid for its grammar raises the env's
-    error, e.g. :class:`envs.openagi.plans.PlanError`: it has probability 0 under π_c), or
+    error, e.g. OpenAGI's ``PlanError``: it has probability 0 under π_c), or
     :class:`DecodedPlan`\\ s, whose decoded rows are scored as they are.
     ``through_forward``: compute the logits with one call of ``model``'s own ``forward`` (full
     vocabulary) instead of its sub-modules — what an FSDP-sharded model needs for its hooks.
@@ -58,42 +58,62 @@ def plan_logprobs(model: nn.Module, tokenizer, prompts: Sequence[str], grammars:
     runner = PlannerRunner(model, tokenizer, uniq, pad_id=grammars[0].pad_id, through_forward=through_forward,
                            head=head, share_prompt=share_prompt, encoder_memo=encoder_memo)
     tables = stack_tables(tuple(dict.fromkeys(grammars)), runner.device)
-    # A row's log-prob depends only on (prompt, grammar state it starts in, tokens): rows that
-    # several plans share (the K samples of a prompt often agree on a slot) are scored once and
-    # counted once per plan that holds them (``row_of``).
-    rows, row_prompt, row_states, row_slots = [], [], [], []
-    row_plan, row_of = [], []  # per (plan, row) occurrence: the plan and the unique row
-    seen: dict[tuple, int] = {}
-    for j, (g, plan) in enumerate(zip(grammars, plans)):
-        pairs = plan.row_pairs() if isinstance(plan, DecodedPlan) else g.rows_for(plan)
-        off = tables.offset[g]
-        for start, tokens in pairs:
-            key = (where[prompts[j]], start + off, tuple(int(t) for t in tokens))
-            if key not in seen:
-                seen[key] = len(rows)
-                states, slots = g.dfa.walk(start, tokens)
-                rows.append(tokens)
-                row_prompt.append(key[0])
-                row_states.append([s + off for s in states])
-                row_slots.append(slots)
-            row_plan.append(j)
-            row_of.append(seen[key])
-    runner.expect_rows(row_prompt)  # a prompt several rows read is read once, for every bucket
-    runner.gather_rows(tables.vocab, rows)  # the token matrix's rows every bucket reads, read once
+    rows = _DistinctRows(tables, grammars, plans, [where[p] for p in prompts])
+    runner.expect_rows(rows.prompt)  # a prompt several rows read is read once, for every bucket
+    runner.gather_rows(tables.vocab, rows.tokens)  # the token matrix's rows every bucket reads, read once
+    row_lp = _score_rows(runner, tables, rows, temperature, through_forward)
+    dev = runner.device
+    out = torch.zeros(len(plans), dtype=row_lp.dtype, device=dev)
+    occurrences = row_lp.index_select(0, torch.as_tensor(rows.of, device=dev))
+    return out.index_add(0, torch.as_tensor(rows.plan, device=dev), occurrences)
+
+
+class _DistinctRows:
+    """The rows of the plans, each distinct row once. A row's log-prob depends only on (prompt, grammar
+    state it starts in, tokens): rows that several plans share (the K samples of a prompt often agree
+    on a slot) are scored once and counted once per plan that holds them (``of``)."""
+
+    def __init__(self, tables, grammars: Sequence[Grammar], plans: Sequence[Any], prompt_of: Sequence[int]):
+        self.tokens: list = []  # per distinct row: its tokens, prompt, stacked states and slots
+        self.prompt: list[int] = []
+        self.states: list[list[int]] = []
+        self.slots: list = []
+        self.plan: list[int] = []  # per (plan, row) occurrence: the plan and the distinct row
+        self.of: list[int] = []
+        seen: dict[tuple, int] = {}
+        for j, (g, plan) in enumerate(zip(grammars, plans)):
+            pairs = plan.row_pairs() if isinstance(plan, DecodedPlan) else g.rows_for(plan)
+            off = tables.offset[g]
+            for start, tokens in pairs:
+                key = (prompt_of[j], start + off, tuple(int(t) for t in tokens))
+                if key not in seen:
+                    seen[key] = len(self.tokens)
+                    states, slots = g.dfa.walk(start, tokens)
+                    self.tokens.append(tokens)
+                    self.prompt.append(key[0])
+                    self.states.append([s + off for s in states])
+                    self.slots.append(slots)
+                self.plan.append(j)
+                self.of.append(seen[key])
+
+
+def _score_rows(runner: PlannerRunner, tables, rows: _DistinctRows, temperature: float,
+                through_forward: bool) -> torch.Tensor:
+    """``[distinct rows]`` log-probabilities, teacher-forced in length buckets (one bucket
+    ``through_forward``: a sharded model's forward is a collective, every process must make the
+    same number of calls)."""
     dev = runner.device
     sink = int(torch.nonzero(tables.final)[0])  # a sink has one valid slot: padding scores exactly 0
-    row_lp = torch.zeros(len(rows), device=dev)
-    # a sharded model's forward is a collective: every process must make the same number of calls
-    buckets = [list(range(len(rows)))] if through_forward else _length_buckets([len(r) for r in rows])
+    row_lp = torch.zeros(len(rows.tokens), device=dev)
+    n = len(rows.tokens)
+    buckets = [list(range(n))] if through_forward else _length_buckets([len(r) for r in rows.tokens])
     for bucket in buckets:
         idx = torch.as_tensor(bucket, device=dev)
-        scored = _row_logprobs(runner, tables, sink, temperature, [rows[r] for r in bucket],
-                               [row_prompt[r] for r in bucket], [row_states[r] for r in bucket],
-                               [row_slots[r] for r in bucket])
+        scored = _row_logprobs(runner, tables, sink, temperature, [rows.tokens[r] for r in bucket],
+                               [rows.prompt[r] for r in bucket], [rows.states[r] for r in bucket],
+                               [rows.slots[r] for r in bucket])
         row_lp = row_lp.to(scored.dtype).index_put((idx,), scored)
-    out = torch.zeros(len(plans), dtype=row_lp.dtype, device=dev)
-    occurrences = row_lp.index_select(0, torch.as_tensor(row_of, device=dev))
-    return out.index_add(0, torch.as_tensor(row_plan, device=dev), occurrences)
+    return row_lp
 
 
 def _length_buckets(lengths: Sequence[int], spread: float = 1.5) -> list[list[int]]:

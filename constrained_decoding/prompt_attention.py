@@ -10,6 +10,12 @@ attention function of the ``transformers`` attention interface that the runner s
 decoder's forward (:func:`reading_prompts`), with the rows' layout as a keyword argument
 (:class:`RowsLayout`). Self-attention goes to the model's own implementation unchanged.
 
+The function is registered once, under its own name (:data:`ATTENTION`), in ``transformers``'
+``AttentionInterface`` and ``AttentionMaskInterface`` (on first use: importing this module registers
+nothing), and selected only for the forwards that read prompts: :func:`reading_prompts` sets the
+decoder's attention implementation to it and restores the model's own after. A ``transformers``
+without those interfaces raises a one-line error naming its version (:func:`register_attention`).
+
 Two ways to lay the rows over the prompts, chosen per layout by the cells each computes:
 
 * *grouped*: the queries of a prompt's rows are one query sequence of that prompt (padded to the
@@ -33,14 +39,19 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+import transformers
 from torch import nn
-from transformers import AttentionInterface
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from constrained_decoding.uploads import upload
 
-__all__ = ["ATTENTION", "PromptKV", "RowsLayout", "prompt_rows_attention", "reading_prompts"]
+try:  # transformers' pluggable attention (4.48+) and mask (4.53+) interfaces
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+except ImportError:  # (named when first needed: register_attention)
+    AttentionInterface = AttentionMaskInterface = ALL_ATTENTION_FUNCTIONS = ALL_MASK_ATTENTION_FUNCTIONS = None
+
+__all__ = ["ATTENTION", "PromptKV", "RowsLayout", "prompt_rows_attention", "reading_prompts", "register_attention"]
 
 ATTENTION = "rltf_prompt_rows"
 """The name :func:`prompt_rows_attention` is registered under in ``transformers``' attention interface."""
@@ -153,8 +164,22 @@ def _own_mask(*args, **kwargs):
     return ALL_MASK_ATTENTION_FUNCTIONS[_OWN.get()](*args, **kwargs)
 
 
-AttentionInterface.register(ATTENTION, prompt_rows_attention)
-AttentionMaskInterface.register(ATTENTION, _own_mask)
+_REGISTERED = False
+
+
+def register_attention() -> None:
+    """Register :func:`prompt_rows_attention` (and the model's own masks) under :data:`ATTENTION` in
+    transformers' attention and mask interfaces, once per process."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    if AttentionInterface is None or AttentionMaskInterface is None:
+        raise RuntimeError(f"transformers {transformers.__version__} has no AttentionInterface / "
+                           "AttentionMaskInterface (transformers.masking_utils), which encoder-decoder decoding "
+                           "registers its prompt attention in (pyproject.toml asks for transformers>=4.56)")
+    AttentionInterface.register(ATTENTION, prompt_rows_attention)
+    AttentionMaskInterface.register(ATTENTION, _own_mask)
+    _REGISTERED = True
 
 
 def decoder_configs(decoder: nn.Module) -> list:
@@ -177,6 +202,7 @@ def reading_prompts(configs: Sequence) -> Iterator[str]:
     they had (pass it on as ``model_attention``). Nested or concurrent uses (threads decoding with one
     model) see the model's own setting, and the last to leave restores it."""
     with _LOCK:
+        register_attention()
         owns = []
         for c in configs:
             depth, own = _INSIDE.get(id(c), (0, c._attn_implementation))

@@ -2,8 +2,8 @@
 
 The decoder (:mod:`constrained_decoding`) knows no env. An env describes the actions a planner may
 emit for one query as a :class:`Grammar`: a token-level automaton over the rows the decoder
-writes, and the meaning of those rows. OpenAGI's plan grammar
-(:class:`envs.openagi.grammar.PlanGrammar`) is one implementation; an env supplies its grammars
+writes, and the meaning of those rows. OpenAGI's plan grammar (``PlanGrammar``, in the OpenAGI
+env's ``grammar`` module) is one implementation; an env supplies its grammars
 (``OpenAGIEnv.grammar(tokenizer, task)``) and the caller hands them to :func:`sample_plans`,
 :func:`beam_search_plans`, :func:`greedy_plans` and :func:`plan_logprobs`, one per prompt.
 

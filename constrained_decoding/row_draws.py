@@ -19,6 +19,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from constrained_decoding.uploads import upload
+
 __all__ = ["RowDraws", "categorical", "multinomial_one"]
 
 CHUNK = 32
@@ -63,8 +65,9 @@ class RowDraws:
         return float(u)
 
     def uniforms(self, rows: Sequence[int], device: torch.device | str | None = None) -> torch.Tensor:
-        """``[len(rows)]`` float64 tensor: the next uniform of each row (in the given order), on ``device``."""
-        return torch.tensor([self.next(r) for r in rows], dtype=torch.float64, device=device)
+        """``[len(rows)]`` float64 tensor: the next uniform of each row (in the given order), on ``device``
+        (sent as :func:`~constrained_decoding.uploads.upload` sends host data: queued on CUDA)."""
+        return upload([self.next(r) for r in rows], device, torch.float64)
 
 
 def categorical(logp: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

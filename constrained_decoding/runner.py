@@ -3,8 +3,15 @@
 :class:`PlannerRunner` hides the difference between encoder-decoder (T5) and causal (LLaMA-style)
 models and PEFT wrappers. It returns *features* per row; :meth:`PlannerRunner.allowed_logits`
 (:class:`constrained_decoding.head.OutputHead`) turns them into the logits of a few allowed
-token ids per row. The running rows' cache, mask and positions are one
-:class:`constrained_decoding.kv_rows.RowBatch` (``runner.batch``, None before :meth:`start`).
+token ids per row. The running rows' cache, mask and positions are one row store
+(``runner.batch``, None before :meth:`start`): a re-stacked
+:class:`constrained_decoding.kv_rows.RowBatch` or, once its
+:class:`~constrained_decoding.device_policy.DevicePolicy` says so, a
+:class:`constrained_decoding.slot_rows.SlotBatch`; both take the same calls, so the runner never
+asks which. How the model is called is picked once, by its kind (encoder-decoder or causal): the
+decoding forward (:meth:`PlannerRunner._dec_rows` / :meth:`PlannerRunner._causal_rows`) and how a
+new batch opens (:meth:`PlannerRunner.start`'s steps). Teacher forcing is
+:class:`constrained_decoding.teacher_forcing.TeacherForcing`'s.
 """
 
 from __future__ import annotations
@@ -19,26 +26,21 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutput
 
 from constrained_decoding.cross_attention import filled_layer, prompt_cross_attention
+from constrained_decoding.device_policy import DEFAULT_POLICY, DevicePolicy
 from constrained_decoding.encoder_memo import EncoderMemo
-from constrained_decoding.gathered_rows import GatheredRows, gathered_rows
+from constrained_decoding.gathered_rows import GatheredRows
 from constrained_decoding.head import HeadMode, OutputHead
 from constrained_decoding.kv_rows import RowBatch, RowFork, SharedPrefix
 from constrained_decoding.prompt_attention import PromptKV, decoder_configs, reading_prompts
 from constrained_decoding.prompts import encode_prompts
-from constrained_decoding.slot_rows import SlotBatch
+from constrained_decoding.slot_rows import SlotBatch, join_rows
+from constrained_decoding.teacher_forcing import TeacherForcing, pad_rows
 from constrained_decoding.uploads import upload
 
 if TYPE_CHECKING:
     from constrained_decoding.tables import StateTables
 
 __all__ = ["PlannerRunner", "RowFork", "unwrap_model"]
-
-RESTACKED_JOINS = 8
-"""Joins a batch takes by re-stacking before it moves into slots (``slot_cache``): moving costs about
-one re-stacking plus the buffers' first writes, which a batch joined a few times does not earn back.
-Plain sampling joins 1-7 times on travel (``benchmarks/decoding_growth.py --k 1 --queries 8``), beam
-search 3 times; stochastic beam search joins 66-182 times per call and gains most (0.18-0.48x the
-re-stacking CPU on travel, ``benchmarks/distinct_sampling.py``)."""
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -56,31 +58,17 @@ def cache_keyword(module: nn.Module) -> str:
     return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
 
 
-def returned_cache(out):
-    """The KV cache a forward with ``use_cache=True`` returned (``out.cache``, or ``out.past_key_values``
-    where transformers has not renamed it; the old name warns where it has)."""
-    return out["cache"] if "cache" in out else out.past_key_values
-
-
 def _host(idx: Sequence[int] | torch.Tensor) -> list[int]:
     """Row indices on the host (a tensor's are read: callers make them there)."""
     return idx.tolist() if isinstance(idx, torch.Tensor) else [int(i) for i in idx]
 
 
-def _pad(seqs: Sequence[Sequence[int]], value: int, left: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """``seqs`` padded with ``value`` to one length (on the left or right), and their mask: one upload each."""
-    n = max(len(s) for s in seqs)
-    ids = [[value] * (n - len(s)) + list(s) if left else list(s) + [value] * (n - len(s)) for s in seqs]
-    mask = [[0] * (n - len(s)) + [1] * len(s) if left else [1] * len(s) + [0] * (n - len(s)) for s in seqs]
-    return upload(ids, device), upload(mask, device)
-
-
-class PlannerRunner:
+class PlannerRunner(TeacherForcing):
     """One batch of prompts and the rows decoded from them (see the module docstring)."""
 
     def __init__(self, model: nn.Module, tokenizer, prompts: Sequence[str], *, pad_id: int,
                  through_forward: bool = False, head: HeadMode = "auto", share_prompt: bool = True,
-                 encoder_memo: EncoderMemo | None = None, slot_cache: bool = True):
+                 encoder_memo: EncoderMemo | None = None, policy: DevicePolicy = DEFAULT_POLICY):
         """``through_forward``: :meth:`teacher_force` calls ``model``'s own ``forward`` (the PEFT /
         FSDP wrapper's, full-vocabulary logits) and never a sub-module — what an FSDP-sharded model
         needs for its hooks; no encoder pass or head probe happens here then. ``head``: the
@@ -90,10 +78,11 @@ class PlannerRunner:
         the prompt in every row (the reference the tests compare with). ``encoder_memo``
         (encoder-decoder models, not ``through_forward``): the encoder states come from it (each
         distinct prompt read once per memo, with gradients; decoding takes them detached).
-        ``slot_cache``: rows that join a running batch (after its first :data:`RESTACKED_JOINS`
-        joins) go into its slots (:class:`constrained_decoding.slot_rows.SlotBatch`: the running rows
-        are not copied); ``False`` re-stacks the whole running cache at every join (the reference the
-        tests compare with)."""
+        ``policy``: where the running rows live and how they move
+        (:class:`~constrained_decoding.device_policy.DevicePolicy`): rows that join a running batch
+        go into its slots after its first re-stacking joins (:class:`constrained_decoding.slot_rows.SlotBatch`:
+        the running rows are not copied), or (``slots=False``) re-stack the whole running cache at every
+        join (the reference the tests compare with)."""
         self.model = unwrap_model(model)
         self.outer = model
         self.through_forward = through_forward
@@ -111,7 +100,7 @@ class PlannerRunner:
         self.restricted = self.head.restricted
         self.prompt_ids = encode_prompts(tokenizer, prompts, self.encoder_decoder)
         self.share_prompt = share_prompt
-        self.slot_cache = slot_cache
+        self.policy = policy
         # per prompt, the first prompt with the same token ids (itself when not sharing)
         first: dict[tuple[int, ...], int] = {}
         self.canonical = [first.setdefault(tuple(ids), i) if share_prompt else i
@@ -121,18 +110,7 @@ class PlannerRunner:
         self.enc_hidden: torch.Tensor | None = None  # encoder-decoder: encoder states and mask per prompt
         self.enc_mask: torch.Tensor | None = None
         if self.encoder_decoder and not through_forward:
-            distinct = sorted(set(self.canonical))
-            if encoder_memo is not None:
-                hidden, mask = encoder_memo.states(self.model, [self.prompt_ids[u] for u in distinct], pad_id,
-                                                   detach=not torch.is_grad_enabled())
-            else:
-                ids, mask = _pad([self.prompt_ids[u] for u in distinct], pad_id, left=False, device=self.device)
-                hidden = self.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
-            if len(distinct) < len(self.canonical):  # the encoder rows copied to every prompt that reads them
-                where = {u: i for i, u in enumerate(distinct)}
-                expand = torch.as_tensor([where[c] for c in self.canonical], device=self.device)
-                hidden, mask = hidden.index_select(0, expand), mask.index_select(0, expand)
-            self.enc_hidden, self.enc_mask = hidden, mask
+            self.enc_hidden, self.enc_mask = self._encoder_states(encoder_memo)
         self._prompt_kv: PromptKV | None = None  # encoder-decoder: the prompts' cross-attention K/V (made once)
         self._cross: DynamicCache | None = None  # the same as the cross-attention cache every batch shares
         self._configs: list = []  # the decoder's attention configs (prompt_attention.reading_prompts)
@@ -140,17 +118,25 @@ class PlannerRunner:
         self.gathered: GatheredRows | None = None  # teacher forcing: the token rows a scoring call reads (gather_rows)
         self.batch: RowBatch | SlotBatch | None = None  # the running rows (see start / add_rows / step / select)
 
+    def _encoder_states(self, encoder_memo: EncoderMemo | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encoder-decoder models: the encoder states and mask of every prompt, each distinct prompt
+        read once (by ``encoder_memo`` if given) and copied to the prompts that share it."""
+        distinct = sorted(set(self.canonical))
+        if encoder_memo is not None:
+            hidden, mask = encoder_memo.states(self.model, [self.prompt_ids[u] for u in distinct], self.pad_id,
+                                               detach=not torch.is_grad_enabled())
+        else:
+            ids, mask = pad_rows([self.prompt_ids[u] for u in distinct], self.pad_id, left=False, device=self.device)
+            hidden = self.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+        if len(distinct) < len(self.canonical):  # the encoder rows copied to every prompt that reads them
+            where = {u: i for i, u in enumerate(distinct)}
+            expand = torch.as_tensor([where[c] for c in self.canonical], device=self.device)
+            hidden, mask = hidden.index_select(0, expand), mask.index_select(0, expand)
+        return hidden, mask
+
     def allowed_logits(self, feats: torch.Tensor, tables: StateTables, state: torch.Tensor) -> torch.Tensor:
         """Logits (float32) ``[..., D]`` of the tokens grammar states ``state[...]`` allow (see :class:`OutputHead`)."""
         return self.head.allowed_logits(feats, tables, state, self.gathered)
-
-    def gather_rows(self, vocab: torch.Tensor, rows: Sequence[Sequence[int]]) -> None:
-        """Before teacher-forcing ``rows`` under grammars emitting ``vocab``: read the token matrix's
-        rows they need once (:mod:`constrained_decoding.gathered_rows`; where it applies: an
-        encoder-decoder planner with a restricted head tied to its input embedding, gradients on)."""
-        if self.encoder_decoder and self.restricted and not self.through_forward:
-            tokens = torch.as_tensor([t for r in rows for t in r] + [self.decoder_start, self.pad_id], dtype=torch.long)
-            self.gathered = gathered_rows(self.model, self.head.weight, [vocab, tokens])
 
     def context_len(self, prompt: int) -> int:
         """Cache positions a row holds before its own tokens: the decoder start (T5) or its prompt."""
@@ -163,28 +149,40 @@ class PlannerRunner:
         token."""
         prompts = _host(prompt_idx)
         if self.encoder_decoder:
-            ids, mask = _pad([[self.decoder_start, *p] for p in prefixes], self.pad_id, True, self.device)
-            # rows of equal length need no decoder mask (and HF builds none: cheaper steps); a row reads
-            # its prompt's cross-attention K/V (computed once per prompt) where they lie
-            self.batch = RowBatch(EncoderDecoderCache(DynamicCache(), self._prompt_cross()),
-                                  None if len({len(p) for p in prefixes}) == 1 else mask, prompts=prompts)
-            return self._dec(ids)
+            return self._start_encoder_decoder(prompts, prefixes)
         rows = [self.canonical[p] for p in prompts]
-        uniq = sorted(set(rows))
-        if not self.share_prompt or min(len(self.prompt_ids[u]) for u in uniq) < 2:  # prefill each row whole
-            ids, mask = _pad([self.prompt_ids[p] + list(q) for p, q in zip(rows, prefixes)], self.pad_id, True,
+        if not self.share_prompt or min(len(self.prompt_ids[u]) for u in set(rows)) < 2:
+            return self._start_causal_whole(rows, prefixes)
+        return self._start_causal_shared(rows, prefixes)
+
+    def _start_encoder_decoder(self, prompts: list[int], prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
+        """:meth:`start` of an encoder-decoder: the decoder start then the prefixes, left-padded; rows of
+        equal length need no decoder mask (and HF builds none: cheaper steps); a row reads its prompt's
+        cross-attention K/V (computed once per prompt) where they lie."""
+        ids, mask = pad_rows([[self.decoder_start, *p] for p in prefixes], self.pad_id, True, self.device)
+        self.batch = RowBatch(EncoderDecoderCache(DynamicCache(), self._prompt_cross()),
+                              None if len({len(p) for p in prefixes}) == 1 else mask, prompts=prompts)
+        return self._dec(ids)
+
+    def _start_causal_whole(self, rows: list[int], prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
+        """:meth:`start` of a causal model, each row prefilled whole: its prompt then its prefix."""
+        ids, mask = pad_rows([self.prompt_ids[p] + list(q) for p, q in zip(rows, prefixes)], self.pad_id, True,
                              self.device)
-            self.batch = RowBatch(DynamicCache(), mask, pos=(mask.cumsum(-1) - 1).clamp(min=0))
-            return self._causal(ids)
-        # the prompts (but their last token) once per distinct prompt, then the cache is copied to the rows
-        head, head_mask = _pad([self.prompt_ids[u][:-1] for u in uniq], self.pad_id, True, self.device)
+        self.batch = RowBatch(DynamicCache(), mask, pos=(mask.cumsum(-1) - 1).clamp(min=0))
+        return self._causal(ids)
+
+    def _start_causal_shared(self, rows: list[int], prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
+        """:meth:`start` of a causal model whose rows share prompts: the prompts (but their last token) once
+        per distinct prompt, then the cache is copied to the rows, which read the rest."""
+        uniq = sorted(set(rows))
+        head, head_mask = pad_rows([self.prompt_ids[u][:-1] for u in uniq], self.pad_id, True, self.device)
         self.batch = RowBatch(DynamicCache(), head_mask, pos=(head_mask.cumsum(-1) - 1).clamp(min=0))
         self._causal(head)
         where = {u: i for i, u in enumerate(uniq)}
         expand = torch.as_tensor([where[p] for p in rows], device=self.device)
         self.batch.cache.reorder_cache(expand)
-        tail, tail_mask = _pad([[self.prompt_ids[p][-1], *q] for p, q in zip(rows, prefixes)], self.pad_id, True,
-                               self.device)
+        tail, tail_mask = pad_rows([[self.prompt_ids[p][-1], *q] for p, q in zip(rows, prefixes)], self.pad_id, True,
+                                   self.device)
         self.batch.mask = torch.cat([head_mask.index_select(0, expand), tail_mask], 1)
         self.batch.pos = (self.batch.mask.cumsum(-1) - 1).clamp(min=0)[:, head.shape[1] :]
         return self._causal(tail)
@@ -216,10 +214,26 @@ class PlannerRunner:
         prefilled once). ``forks``: per row, ``(fork, shared)`` where the fork holds the row's context
         then (at least) the first ``shared`` tokens of its prefix (a finished row the new row
         continues), or None: such a row starts from a copy of the fork and prefills only the rest.
-        With ``slot_cache``, after :data:`RESTACKED_JOINS` such joins the running batch becomes a
+        Where the policy says so (:meth:`DevicePolicy.into_slots
+        <constrained_decoding.device_policy.DevicePolicy.into_slots>`), the running batch becomes a
         :class:`SlotBatch` and new rows are copied into its free slots instead."""
         old = self.batch if self.batch is not None and self.batch.rows else None
-        prompts = _host(prompt_idx)
+        feats, where, mixed = self._open_new(_host(prompt_idx), prefixes, forks)
+        if copies is not None:
+            where = [where[c] for c in _host(copies)]
+        if copies is not None or mixed:  # the new batch's rows in the callers' order (copies repeated)
+            rows = upload(where, self.device)
+            self.select(rows, host_rows=where)
+            feats = feats.index_select(0, rows)
+        if old is not None:
+            self.batch = join_rows(old, self.batch, self.policy)  # type: ignore[arg-type]
+        return feats
+
+    def _open_new(self, prompts: list[int], prefixes: Sequence[Sequence[int]],
+                  forks: Sequence[tuple[RowFork, int] | None] | None) -> tuple[torch.Tensor, list[int], bool]:
+        """:meth:`add_rows`' new batch: the rows prefilled whole, then those started from forks
+        (:meth:`_fork_plan`); their features, where each given row is in it, and whether both kinds
+        opened (the rows then need reordering)."""
         keep = self._fork_plan(prefixes, forks)
         fresh = [i for i, k in enumerate(keep) if k == 0]
         forked = [i for i, k in enumerate(keep) if k]
@@ -233,24 +247,11 @@ class PlannerRunner:
             feats.append(self._start_forked([f for f, _ in parts], n_valid, [prefixes[i][keep[i] :] for i in forked],
                                             [prompts[i] for i in forked]))
             if first is not None:
-                self.batch.prepend(first)
-        feats = torch.cat(feats) if len(feats) > 1 else feats[0]
+                self.batch.prepend(first)  # type: ignore[union-attr,arg-type]
         where = [0] * len(keep)
         for i, r in enumerate(fresh + forked):
             where[r] = i
-        if copies is not None:
-            where = [where[c] for c in _host(copies)]
-        if copies is not None or forked and fresh:
-            rows = upload(where, self.device)
-            self.select(rows, host_rows=where)
-            feats = feats.index_select(0, rows)
-        if old is not None:
-            if self.slot_cache and (isinstance(old, SlotBatch) or old.joins >= RESTACKED_JOINS):
-                self.batch = SlotBatch.joined(old, self.batch)  # type: ignore[arg-type]
-            else:
-                self.batch.prepend(old)  # type: ignore[union-attr,arg-type]
-                self.batch.joins = old.joins + 1  # type: ignore[union-attr]
-        return feats
+        return torch.cat(feats) if len(feats) > 1 else feats[0], where, bool(forked and fresh)
 
     @staticmethod
     def _fork_plan(prefixes: Sequence[Sequence[int]], forks: Sequence[tuple[RowFork, int] | None] | None) -> list[int]:
@@ -296,11 +297,14 @@ class PlannerRunner:
         them on the host, if it does (a slot batch keeps its row -> slot map on the host and would
         otherwise read ``rows`` from the device); else ``prompts_of``: per kept row, a row of the
         same prompt, on the host (so a re-stacked batch need not read its rows' prompts back)."""
-        b = self._running()
-        if isinstance(b, SlotBatch):
-            b.select(rows.to(self.device), same_prompt, host_rows)
-        else:
-            b.select(rows.to(self.device), same_prompt, host_rows, prompts_of)
+        self._running().select(rows.to(self.device), same_prompt, host_rows, prompts_of)
+
+    @property
+    def gathers_selects(self) -> bool:
+        """Whether the running rows take a ``same_prompt`` select on the device without reading it back
+        (rows in slots where the policy gathers on the device): beam search then selects its parents
+        and its kept rows in two selects rather than one read."""
+        return isinstance(self.batch, SlotBatch) and self.batch.gathers_on_device
 
     def _running(self) -> RowBatch | SlotBatch:
         if self.batch is None:
@@ -315,12 +319,11 @@ class PlannerRunner:
         return {self._cache_kw[kind]: cache, "use_cache": True}
 
     def _dec(self, ids: torch.Tensor) -> torch.Tensor:
+        """An encoder-decoder's forward over the running rows (in slots: over the slots in use)."""
         b = self._running()
-        if isinstance(b, SlotBatch):  # the forward runs over slots
-            out = self._dec_rows(b, b.inputs(ids))
-            b.commit(ids.shape[1])
-            return b.outputs(out)
-        return self._dec_rows(b, ids)
+        out = self._dec_rows(b, b.inputs(ids))
+        b.commit(ids.shape[1])
+        return b.outputs(out)
 
     def _dec_rows(self, b: RowBatch | SlotBatch, ids: torch.Tensor) -> torch.Tensor:
         kv = self._prompt_kv
@@ -337,12 +340,11 @@ class PlannerRunner:
         return out.logits[:, -1]
 
     def _causal(self, ids: torch.Tensor) -> torch.Tensor:
+        """A causal model's forward over the running rows (in slots: over the slots in use)."""
         b = self._running()
-        if isinstance(b, SlotBatch):
-            out = self._causal_rows(b, b.inputs(ids))
-            b.commit(ids.shape[1])
-            return b.outputs(out)
-        return self._causal_rows(b, ids)
+        out = self._causal_rows(b, b.inputs(ids))
+        b.commit(ids.shape[1])
+        return b.outputs(out)
 
     def _causal_rows(self, b: RowBatch | SlotBatch, ids: torch.Tensor) -> torch.Tensor:
         kw = dict(input_ids=ids, attention_mask=b.mask, position_ids=b.pos)
@@ -353,97 +355,3 @@ class PlannerRunner:
         if self._keep_arg:
             kw["logits_to_keep"] = 1
         return self.model(**kw).logits[:, -1]
-
-    # ------------------------------------------------------------------------------ teacher forcing
-
-    def teacher_force(self, prompt_idx: torch.Tensor, rows: Sequence[Sequence[int]]) -> torch.Tensor:
-        """Features ``[R, T, F]``: position ``t`` of row ``r`` predicts ``rows[r][t]`` (differentiable).
-
-        One forward over the prompts and rows, no cache; the model is called the way decoding calls
-        it (decoder / body for a restricted head, the full model otherwise, the outer wrapper's own
-        ``forward`` with ``through_forward``). ``share_prompt`` (causal models, not
-        ``through_forward``): when several rows read one prompt, the distinct prompts are read
-        once (:meth:`shared_prefix`, with gradients) and the rows continue their cache."""
-        prompt_idx = prompt_idx.to(self.device)
-        prompts = [self.prompt_ids[int(p)] for p in prompt_idx.tolist()]
-        if self.encoder_decoder:
-            dec, mask = _pad([[self.decoder_start, *r[:-1]] for r in rows], self.pad_id, False, self.device)
-            if self.through_forward:  # the encoder runs inside the wrapper's forward, once per row
-                ids, ids_mask = _pad(prompts, self.pad_id, False, self.device)
-                return self.outer(input_ids=ids, attention_mask=ids_mask, decoder_input_ids=dec,
-                                  decoder_attention_mask=mask).logits
-            enc = self.enc_hidden.index_select(0, prompt_idx)  # type: ignore[union-attr]
-            enc_mask = self.enc_mask.index_select(0, prompt_idx)  # type: ignore[union-attr]
-            if self.restricted:
-                tokens = dict(input_ids=dec) if self.gathered is None else dict(inputs_embeds=self.gathered.embed(dec))
-                h = self.model.get_decoder()(**tokens, attention_mask=mask, encoder_hidden_states=enc,
-                                             encoder_attention_mask=enc_mask).last_hidden_state
-                return h * self.head.scale
-            return self.model(encoder_outputs=BaseModelOutput(last_hidden_state=enc), attention_mask=enc_mask,
-                              decoder_input_ids=dec, decoder_attention_mask=mask).logits
-        if self.share_prompt and not self.through_forward and (
-                self._prefix is not None or len(rows) > len({self.canonical[p] for p in prompt_idx.tolist()})):
-            return self._teacher_force_shared(prompt_idx, rows)  # (a prompt read by one row: no pass to save)
-        # causal: left-padded prompts then right-padded rows; position t of a row is read at column n_prompt - 1 + t
-        width, n_prompt = max(len(r) for r in rows), max(len(p) for p in prompts)
-        pids, pmask = _pad(prompts, self.pad_id, True, self.device)
-        rids, rmask = _pad(rows, self.pad_id, False, self.device)
-        ids, mask = torch.cat([pids, rids], 1), torch.cat([pmask, rmask], 1)
-        kw = dict(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
-        if self.restricted:
-            return self.model.base_model(**kw).last_hidden_state[:, n_prompt - 1 : n_prompt - 1 + width]
-        if self.through_forward:
-            return self.outer(**kw).logits[:, n_prompt - 1 : n_prompt - 1 + width]
-        if self._keep_arg:
-            return self.model(**kw, logits_to_keep=width + 1).logits[:, :width]
-        return self.model(**kw).logits[:, n_prompt - 1 : n_prompt - 1 + width]
-
-    def _teacher_force_shared(self, prompt_idx: torch.Tensor, rows: Sequence[Sequence[int]]) -> torch.Tensor:
-        """Causal :meth:`teacher_force` reading each distinct prompt once: the rows continue copies of
-        :meth:`shared_prefix`'s cache (the prompts but their last token, with gradients) and read
-        only ``[last prompt token, *row[:-1]]``. Same columns, mask and positions as the full
-        forward's (the prompts left-padded to one width), so the same features."""
-        prefix = self.shared_prefix()
-        which = torch.as_tensor([prefix.row_of[self.canonical[p]] for p in prompt_idx.tolist()], device=self.device)
-        width = max(len(r) for r in rows)
-        tail, tail_mask = _pad([[self.prompt_ids[int(p)][-1], *r[:-1]] for p, r in zip(prompt_idx.tolist(), rows)],
-                               self.pad_id, False, self.device)
-        tail, tail_mask = tail[:, :width], tail_mask[:, :width]
-        mask = torch.cat([prefix.mask.index_select(0, which), tail_mask], 1)
-        cache = DynamicCache()
-        for layer, (k, v) in enumerate(zip(prefix.keys, prefix.values)):
-            cache.update(k.index_select(0, which), v.index_select(0, which), layer)
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, prefix.mask.shape[1] :]
-        kw = dict(input_ids=tail, attention_mask=mask, position_ids=pos)
-        if self.restricted:
-            body = self.model.base_model
-            return body(**kw, **self._with_cache(body, cache)).last_hidden_state
-        return self.model(**kw, **self._with_cache(self.model, cache)).logits
-
-    def expect_rows(self, prompt_idx: Sequence[int]) -> None:
-        """Rows of these prompts will be teacher-forced (in several calls, say length buckets): when
-        several read one prompt, read the distinct prompts once now, for every call to continue."""
-        if (self.share_prompt and not self.through_forward and not self.encoder_decoder
-                and len(prompt_idx) > len({self.canonical[int(p)] for p in prompt_idx})):
-            self.shared_prefix()
-
-    def shared_prefix(self) -> SharedPrefix:
-        """The distinct prompts but their last token, left-padded to one width and read in one
-        forward pass (with gradients unless disabled), as a cache the rows copy; made once."""
-        if self._prefix is None:
-            distinct = sorted(set(self.canonical))
-            ids, mask = _pad([self.prompt_ids[u][:-1] or [self.pad_id] for u in distinct], self.pad_id, True,
-                             self.device)
-            for i, u in enumerate(distinct):
-                if len(self.prompt_ids[u]) < 2:
-                    mask[i] = 0  # a one-token prompt: an empty prefix (one masked column)
-            kw = dict(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                      use_cache=True)
-            if self._keep_arg and not self.restricted:
-                out = self.model(**kw, logits_to_keep=1)
-            else:
-                out = self.model.base_model(**kw)
-            layers = returned_cache(out).layers
-            self._prefix = SharedPrefix([x.keys for x in layers], [x.values for x in layers], mask,
-                                        {u: i for i, u in enumerate(distinct)})
-        return self._prefix

@@ -216,75 +216,113 @@ def sample_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence
     host knows every finished flag already and decides joins, leaves and the end at the same
     steps as reading every step (the same draws, bit for bit). Unusable logits are raised at the
     next read, naming the step they occurred at."""
-    rows, state, feats = open_rows(runner, tables, prompt_idx, starts)
-    rows = [list(p) for p in rows]
-    prompt_of = list(prompt_idx)  # per row
-    dev = state.device
-    dist, final = table_bounds(tables)
-    logp = torch.zeros(len(starts), device=dev)
-    alive = torch.arange(len(starts), device=dev)  # the row each batch position holds
-    alive_rows = list(range(len(starts)))  # the same on the host
-    first = _start_states(tables, starts)
-    active = [not final[s] for s in first]  # per position: still decoding (no position changes between reads)
-    done = [False] * len(starts)  # per position, as of the last read (a row can start finished: read at step 1)
-    was_done = list(done)
-    due = _first_read(first, dist)  # the step after which the device is read next
-    pending: list[tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]] = []  # per unread step
-    waiting = Waiting(lambda item: 1)
-    step = 0
-    while True:
-        step += 1
-        lp, idx, bad = slot_logprobs(runner, tables, feats, state, temperature)
-        if draws is None:
-            slot = multinomial_one(lp.exp(), generator)
+    return RowSampler(runner, tables, prompt_idx, starts, temperature, generator, spawn, reuse_cache, draws).run()
+
+
+class RowSampler:
+    """One :func:`sample_rows` call: its rows, the running ones' state on the device, and what the host
+    knows of them as of the last read (see :func:`sample_rows`)."""
+
+    def __init__(self, runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[int],
+                 starts: Sequence[RowStart], temperature: float, generator: torch.Generator | None,
+                 spawn: SampleSpawn | None, reuse_cache: bool, draws: RowDraws | None):
+        self.runner, self.tables, self.temperature = runner, tables, temperature
+        self.generator, self.spawn, self.reuse_cache, self.draws = generator, spawn, reuse_cache, draws
+        rows, self.state, self.feats = open_rows(runner, tables, prompt_idx, starts)
+        self.rows = [list(p) for p in rows]
+        self.prompt_of = list(prompt_idx)  # per row
+        dev = self.dev = self.state.device
+        self.dist, self.final = table_bounds(tables)
+        self.logp = torch.zeros(len(starts), device=dev)
+        self.alive = torch.arange(len(starts), device=dev)  # the row each batch position holds
+        self.alive_rows = list(range(len(starts)))  # the same on the host
+        first = _start_states(tables, starts)
+        self.active = [not self.final[s] for s in first]  # per position: still decoding (no change between reads)
+        self.done = [False] * len(starts)  # per position, as of the last read (a row can start finished: read at 1)
+        self.was_done = list(self.done)
+        self.due = _first_read(first, self.dist)  # the step after which the device is read next
+        self.pending: list[tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]] = []  # per unread step
+        self.waiting = Waiting(lambda item: 1)
+        self.step = 0
+
+    def run(self) -> tuple[list[tuple[int, ...]], list[float]]:
+        """Decode until every row (spawned ones too) has finished; per row its tokens and log-probability."""
+        while True:
+            self.step += 1
+            tok = self.draw()
+            if self.step >= self.due:  # some row may have finished: one transfer of the unread steps and the states
+                self.read_finished()
+            n_done = sum(self.done)
+            new = self.waiting.take(len(self.done) - n_done)
+            if n_done == len(self.done) and not new:
+                return [tuple(r) for r in self.rows], self.logp.tolist()
+            if 4 * n_done >= len(self.done) or (new and n_done):  # (joining rows copies the batch anyway)
+                tok = self.drop_finished(tok)
+            self.was_done = list(self.done)
+            self.feats = self.runner.step(tok) if self.alive_rows else None
+            if new:
+                self.join(new)
+
+    def draw(self) -> torch.Tensor:
+        """One step on the device: every running position draws a slot (from the batch's generator or
+        its row's stream), adds its log-probability and takes the next state; the tokens drawn."""
+        tables = self.tables
+        lp, idx, bad = slot_logprobs(self.runner, tables, self.feats, self.state, self.temperature)
+        if self.draws is None:
+            slot = multinomial_one(lp.exp(), self.generator)
         else:
-            slot = categorical(lp, draws.uniforms(alive_rows, device=dev))
+            slot = categorical(lp, self.draws.uniforms(self.alive_rows, device=self.dev))
         tok = idx.gather(1, slot).squeeze(1)
-        logp.index_add_(0, alive, lp.gather(1, slot).squeeze(1))
-        state = tables.next_state[state, slot.squeeze(1)]
-        pending.append((tok, bad.sum().view(1), [(i, alive_rows[i]) for i, a in enumerate(active) if a]))
-        if step >= due:  # some row may have finished: one transfer of the unread steps and the states
-            done, due = _read(pending, state, step, rows, final, dist)
-            pending = []
-            active = [not d for d in done]
-            at = [i for i, (d, w) in enumerate(zip(done, was_done)) if d and not w]
-            if spawn is not None and at:
-                ended = [alive_rows[i] for i in at]
-                new_rows = spawn([(r, tuple(rows[r])) for r in ended])
-                # a row's cache holds its tokens but the one just chosen
-                fin = [(b, prompt_of[r], rows[r][:-1]) for b, r in zip(at, ended)]
-                waiting.add(list(zip(new_rows, forks_for(runner, fin, new_rows, reuse_cache))))
-        n_done = sum(done)
-        new = waiting.take(len(done) - n_done)
-        if n_done == len(done) and not new:
-            break
-        if 4 * n_done >= len(done) or (new and n_done):  # (joining rows copies the batch anyway)
-            kept = [i for i, d in enumerate(done) if not d]
-            # the running positions in order, found on the device (the host knows how many)
-            keep = torch.argsort(tables.final[state].to(torch.uint8), stable=True)[: len(kept)]
-            alive_rows = [alive_rows[i] for i in kept]
-            active = [active[i] for i in kept]
-            done = [False] * len(kept)
-            runner.select(keep, host_rows=kept)  # (the same rows, as the host knows them)
-            state, tok, alive = state[keep], tok[keep], alive[keep]
-        was_done = list(done)
-        feats = runner.step(tok) if alive_rows else None
-        if new:
-            pre, new_state, new_feats = open_rows(runner, tables, [p for (p, _), _ in new], [s for (_, s), _ in new],
-                                              join=True, forks=[f for _, f in new])
-            rows += [list(q) for q in pre]
-            prompt_of += [p for (p, _), _ in new]
-            alive = torch.cat([alive, torch.arange(len(logp), len(rows), device=dev)])
-            alive_rows += range(len(logp), len(rows))
-            logp = torch.cat([logp, logp.new_zeros(len(new))])
-            state = torch.cat([state, new_state])
-            joined = _start_states(tables, [s for (_, s), _ in new])
-            active += [not final[s] for s in joined]
-            done += [False] * len(new)
-            was_done += [False] * len(new)
-            due = min(due, step + _first_read(joined, dist))
-            feats = new_feats if feats is None else torch.cat([feats, new_feats])
-    return [tuple(r) for r in rows], logp.tolist()
+        self.logp.index_add_(0, self.alive, lp.gather(1, slot).squeeze(1))
+        self.state = tables.next_state[self.state, slot.squeeze(1)]
+        self.pending.append((tok, bad.sum().view(1),
+                             [(i, self.alive_rows[i]) for i, a in enumerate(self.active) if a]))
+        return tok
+
+    def read_finished(self) -> None:
+        """Read the unread steps (:func:`_read`): the rows' tokens, which positions have finished, when to
+        read next; the rows that have just finished spawn theirs (waiting to join)."""
+        self.done, self.due = _read(self.pending, self.state, self.step, self.rows, self.final, self.dist)
+        self.pending = []
+        self.active = [not d for d in self.done]
+        at = [i for i, (d, w) in enumerate(zip(self.done, self.was_done)) if d and not w]
+        if self.spawn is not None and at:
+            ended = [self.alive_rows[i] for i in at]
+            new_rows = self.spawn([(r, tuple(self.rows[r])) for r in ended])
+            # a row's cache holds its tokens but the one just chosen
+            fin = [(b, self.prompt_of[r], self.rows[r][:-1]) for b, r in zip(at, ended)]
+            self.waiting.add(list(zip(new_rows, forks_for(self.runner, fin, new_rows, self.reuse_cache))))
+
+    def drop_finished(self, tok: torch.Tensor) -> torch.Tensor:
+        """The finished positions leave the batch (the runner's rows too); the running ones' tokens."""
+        kept = [i for i, d in enumerate(self.done) if not d]
+        # the running positions in order, found on the device (the host knows how many)
+        keep = torch.argsort(self.tables.final[self.state].to(torch.uint8), stable=True)[: len(kept)]
+        self.alive_rows = [self.alive_rows[i] for i in kept]
+        self.active = [self.active[i] for i in kept]
+        self.done = [False] * len(kept)
+        self.runner.select(keep, host_rows=kept)  # (the same rows, as the host knows them)
+        self.state, self.alive = self.state[keep], self.alive[keep]
+        return tok[keep]
+
+    def join(self, new: list) -> None:
+        """Open the waiting rows ``((prompt, start), fork)`` after the running ones: numbered after the
+        rows so far, read at the step their first may finish."""
+        pre, new_state, new_feats = open_rows(self.runner, self.tables, [p for (p, _), _ in new],
+                                              [s for (_, s), _ in new], join=True, forks=[f for _, f in new])
+        n = len(self.rows)
+        self.rows += [list(q) for q in pre]
+        self.prompt_of += [p for (p, _), _ in new]
+        self.alive = torch.cat([self.alive, torch.arange(n, len(self.rows), device=self.dev)])
+        self.alive_rows += range(n, len(self.rows))
+        self.logp = torch.cat([self.logp, self.logp.new_zeros(len(new))])
+        self.state = torch.cat([self.state, new_state])
+        joined = _start_states(self.tables, [s for (_, s), _ in new])
+        self.active += [not self.final[s] for s in joined]
+        self.done += [False] * len(new)
+        self.was_done += [False] * len(new)
+        self.due = min(self.due, self.step + _first_read(joined, self.dist))
+        self.feats = new_feats if self.feats is None else torch.cat([self.feats, new_feats])
 
 
 def _read(pending: list[tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]], state: torch.Tensor, step: int,

@@ -4,8 +4,8 @@
 whose dim 0 *is* the rows: every join of new rows (a travel itinerary's day rows, forked when its
 route row finishes) and every drop of finished rows copies the whole running cache, and every
 decoder step concatenates one more column onto it (``DynamicCache``). :class:`SlotBatch` is what a
-batch becomes after its first joins (:meth:`SlotBatch.joined`; see
-:data:`constrained_decoding.runner.RESTACKED_JOINS`): per layer a buffer
+batch becomes after its first joins (:meth:`SlotBatch.joined`; when, and which paths it takes, is the
+runner's :class:`~constrained_decoding.device_policy.DevicePolicy`'s): per layer a buffer
 ``[slot capacity, heads, column capacity, dim]`` with a row -> slot map.
 
 * An encoder-decoder's slot holds its row's prompt index, not the prompt's cross-attention keys and
@@ -16,7 +16,8 @@ batch becomes after its first joins (:meth:`SlotBatch.joined`; see
   cache of their own (as before) and copied into free slots, right-aligned to the window's last
   column; the running rows are not moved. A slot repeated by a selection (beam search) is copied
   into a free slot; on an accelerator a beam search selection is gathered on the device instead
-  (every row's columns copied, the map kept, nothing read back: :meth:`SlotBatch._gather_rows`).
+  (every row's columns copied, the map kept, nothing read back: :meth:`SlotBatch._gather_rows`;
+  :meth:`DevicePolicy.gathers_on_device <constrained_decoding.device_policy.DevicePolicy.gathers_on_device>`).
   Before a forward, rows in the last slots move into free slots left below them
   (:meth:`SlotBatch.advance`), so the forward reads as many slots as rows.
 * The window starts at the first column a running row holds (columns every row has left are not
@@ -39,16 +40,12 @@ from collections.abc import Sequence
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
 
+from constrained_decoding.device_policy import DEFAULT_POLICY, DevicePolicy
 from constrained_decoding.kv_rows import RowBatch, RowFork
 from constrained_decoding.prompt_attention import PromptKV, RowsLayout
 from constrained_decoding.uploads import upload
 
-__all__ = ["GATHER_ON_DEVICE", "SlotBatch", "SlotLayer"]
-
-GATHER_ON_DEVICE: bool | None = None
-"""Whether a ``same_prompt`` select (beam search) is gathered on the device (:meth:`SlotBatch._gather_rows`)
-rather than mapped on the host; None: on every device but the CPU, where a read costs nothing and the
-host path copies less. Tests set it to check the device path on the CPU."""
+__all__ = ["SlotBatch", "SlotLayer", "join_rows"]
 
 
 class Window:
@@ -98,19 +95,32 @@ def _runs(dst: list[int]) -> list[tuple[int, int, int]]:
     return [(d, i, c) for d, i, c in runs]
 
 
+def join_rows(old: RowBatch | SlotBatch, new: RowBatch, policy: DevicePolicy) -> RowBatch | SlotBatch:
+    """The rows of ``old`` (the running batch) then those of ``new`` (a fresh batch): in slots where
+    ``policy`` says so (:meth:`~constrained_decoding.device_policy.DevicePolicy.into_slots`), else
+    re-stacked into ``new``."""
+    in_slots = isinstance(old, SlotBatch)
+    if policy.into_slots(0 if in_slots else old.joins, in_slots):  # type: ignore[union-attr]
+        return SlotBatch.joined(old, new, policy)
+    new.prepend(old)  # type: ignore[arg-type]
+    new.joins = old.joins + 1  # type: ignore[union-attr]
+    return new
+
+
 def _first_valid(mask: torch.Tensor) -> list[int]:
     """Per row of a ``[rows, columns]`` mask, its first column holding a position."""
     return (mask != 0).long().argmax(1).tolist()
 
 
 class SlotBatch:
-    """The running rows in slots (see the module docstring); the interface of :class:`RowBatch`
-    the runner uses (``cache``, ``mask``, ``pos``, ``enc``, ``enc_mask``, ``rows``, ``advance``,
-    ``select``, ``fork``) plus :meth:`join`, :meth:`inputs`, :meth:`outputs` and :meth:`commit`."""
+    """The running rows in slots (see the module docstring); the row store's interface the runner
+    uses, as :class:`RowBatch` has it (``cache``, ``mask``, ``pos``, ``rows``, ``layout``,
+    ``advance``, ``inputs``, ``outputs``, ``commit``, ``select``, ``fork``), plus :meth:`join`."""
 
-    def __init__(self, batch: RowBatch, joining: RowBatch | None = None):
+    def __init__(self, batch: RowBatch, joining: RowBatch | None = None, policy: DevicePolicy = DEFAULT_POLICY):
         """The rows of ``batch`` (its slot ``r`` holds its row ``r``), with room to grow (for the rows
-        of ``joining`` at least)."""
+        of ``joining`` at least); ``policy`` picks the path of a beam search select."""
+        self.policy = policy
         layers = batch.self_attention.layers
         k0 = layers[0].keys
         rows, width = k0.shape[0], k0.shape[2]
@@ -137,9 +147,9 @@ class SlotBatch:
         self._views()
 
     @classmethod
-    def joined(cls, batch: RowBatch | SlotBatch, new: RowBatch) -> SlotBatch:
+    def joined(cls, batch: RowBatch | SlotBatch, new: RowBatch, policy: DevicePolicy = DEFAULT_POLICY) -> SlotBatch:
         """The rows of ``batch`` then those of ``new`` (a fresh batch), in slots."""
-        return (batch if isinstance(batch, SlotBatch) else cls(batch, new)).join(new)
+        return (batch if isinstance(batch, SlotBatch) else cls(batch, new, policy)).join(new)
 
     # ------------------------------------------------------------------------------ storage
 
@@ -297,12 +307,15 @@ class SlotBatch:
         """Per-slot features back in row order."""
         return feats if self._slot_t is None else feats.index_select(0, self._slot_t)
 
-    def select(self, rows: torch.Tensor, same_prompt: bool = False, host_rows: Sequence[int] | None = None) -> None:
+    def select(self, rows: torch.Tensor, same_prompt: bool = False, host_rows: Sequence[int] | None = None,
+               prompts_of: Sequence[int] | None = None) -> None:
         """Keep (and reorder or repeat) rows: the map changes; a repeated slot is copied to a free one.
         ``same_prompt`` (row ``i`` is replaced by a row of row ``i``'s beam group): a repeat copied into
-        the slot row ``i`` held keeps that slot's encoder states and cross-attention K/V.
-        ``host_rows``: ``rows`` on the host (else read from the device: one transfer; on an accelerator
-        a ``same_prompt`` select is gathered on the device instead, :meth:`_gather_rows`)."""
+        the slot row ``i`` held keeps that slot's prompt index (the same prompt: only its columns, mask
+        and positions are copied). ``host_rows``: ``rows`` on the host (else read from the device: one
+        transfer; where the policy says so, a ``same_prompt`` select is gathered on the device instead,
+        :meth:`_gather_rows`). ``prompts_of``: :meth:`RowBatch.select`'s; unused here (each slot holds
+        its row's prompt, moved with it)."""
         if same_prompt and host_rows is None and self.gathers_on_device:
             self._gather_rows(rows)
             return
@@ -341,8 +354,9 @@ class SlotBatch:
 
     @property
     def gathers_on_device(self) -> bool:
-        """Whether a ``same_prompt`` select is gathered on the device (see :data:`GATHER_ON_DEVICE`)."""
-        return self.device.type != "cpu" if GATHER_ON_DEVICE is None else GATHER_ON_DEVICE
+        """Whether a ``same_prompt`` select is gathered on the device (the policy's
+        :meth:`~constrained_decoding.device_policy.DevicePolicy.gathers_on_device`)."""
+        return self.policy.gathers_on_device(self.device)
 
     def _gather_rows(self, rows: torch.Tensor) -> None:
         """A ``same_prompt`` select that reads nothing back: the slot of row ``i`` takes the

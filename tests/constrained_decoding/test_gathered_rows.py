@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import constrained_decoding.runner as runner_module
+import constrained_decoding.teacher_forcing as teacher_forcing
 from constrained_decoding.decode import sample_plans
 from constrained_decoding.gathered_rows import gathered_rows
 from constrained_decoding.logprobs import plan_logprobs
@@ -44,7 +44,7 @@ def scored(model, tok, gather: bool, monkeypatch) -> tuple[torch.Tensor, dict[st
         seen.append(out)
         return out
 
-    monkeypatch.setattr(runner_module, "gathered_rows", spy)
+    monkeypatch.setattr(teacher_forcing, "gathered_rows", spy)
     model.zero_grad(set_to_none=True)
     lp = plan_logprobs(model, tok, [p for p in prompts for _ in range(6)], [d.grammar for d in plans], plans)
     (lp * torch.linspace(-1.0, 2.0, len(lp))).sum().backward()

@@ -8,9 +8,19 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+import transformers
 from torch import nn
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from constrained_decoding.prompt_attention import PromptKV, RowsLayout, prompt_rows_attention, reading_prompts
+from constrained_decoding import prompt_attention
+from constrained_decoding.prompt_attention import (
+    ATTENTION,
+    PromptKV,
+    RowsLayout,
+    prompt_rows_attention,
+    reading_prompts,
+)
 
 HEADS, POSITIONS, DIM, LAYERS = 2, 7, 4, 2
 
@@ -86,6 +96,30 @@ def test_reading_prompts_restores_the_models_setting():
             assert outer == inner == "sdpa"
         assert configs[0]._attn_implementation == "rltf_prompt_rows"
     assert configs[0]._attn_implementation == "sdpa"
+
+
+def test_the_attention_is_registered_once_under_its_own_name():
+    """Reading prompts registers the function (and the model's own masks) under ``ATTENTION`` in
+    transformers' interfaces, once; the model's own entries stay as they were."""
+    own = dict(ALL_ATTENTION_FUNCTIONS.items())
+    with reading_prompts([_Config()]):
+        pass
+    assert ALL_ATTENTION_FUNCTIONS[ATTENTION] is prompt_rows_attention
+    assert ATTENTION in ALL_MASK_ATTENTION_FUNCTIONS
+    assert {k: v for k, v in ALL_ATTENTION_FUNCTIONS.items() if k != ATTENTION} == \
+        {k: v for k, v in own.items() if k != ATTENTION}
+
+
+def test_a_transformers_without_the_interfaces_is_named(monkeypatch):
+    """Where transformers lacks the attention interfaces, reading prompts fails with one line naming the
+    installed version, and leaves the config as it was."""
+    monkeypatch.setattr(prompt_attention, "_REGISTERED", False)
+    monkeypatch.setattr(prompt_attention, "AttentionMaskInterface", None)
+    config = _Config()
+    with pytest.raises(RuntimeError, match=f"transformers {transformers.__version__} has no AttentionInterface") as e:
+        with reading_prompts([config]):
+            pass
+    assert "\n" not in str(e.value) and config._attn_implementation == "sdpa"
 
 
 def test_stand_in_encoder_states_are_not_numbers():

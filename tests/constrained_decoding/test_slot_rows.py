@@ -3,7 +3,7 @@ free slots, the running rows stay where they are, and every row decodes as it wo
 
 Features are compared with one teacher-forced pass of each row (float32, other reduction orders:
 the tolerances of test_constrained_batching.py); on travel itineraries (the grammar whose branch
-rows join most) the slot path and the re-stacking path (``PlannerRunner(slot_cache=False)``) draw
+rows join most) the slot path and the re-stacking path (``DevicePolicy(slots=False)``) draw
 the same plans with the same log-probabilities, which are the teacher-forced scorer's.
 """
 
@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from constrained_decoding import runner as runner_mod
-from constrained_decoding import slot_rows
 from constrained_decoding.decode import beam_search_plans, sample_plans
+from constrained_decoding.device_policy import RESTACKED_JOINS, DevicePolicy
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.slot_rows import SlotBatch
 from constrained_decoding.without_replacement import sample_distinct_plans
@@ -90,7 +90,7 @@ class Check:
 
 @pytest.fixture
 def slots_at_first_join(monkeypatch):
-    monkeypatch.setattr(runner_mod, "RESTACKED_JOINS", 0)
+    _with_policy(monkeypatch, DevicePolicy(restacked_joins=0))
 
 
 @pytest.mark.parametrize("name", PLANNERS)
@@ -154,7 +154,7 @@ def test_a_batch_restacks_its_first_joins_then_takes_slots(name):
     c = Check(name)
     with torch.no_grad():
         c.open([0, 1], [2, 1], 10)
-        for j in range(runner_mod.RESTACKED_JOINS):
+        for j in range(RESTACKED_JOINS):
             c.step()
             c.open([2], [j + 1], 20 + j)
             assert not isinstance(c.r.batch, SlotBatch) and c.r.batch.joins == j + 1
@@ -169,6 +169,21 @@ def test_a_batch_restacks_its_first_joins_then_takes_slots(name):
     c.verify()
 
 
+def test_the_device_policy_decides_every_path():
+    """One object decides where rows live and how they move: re-stacked or in slots, a beam search
+    select mapped on the host or gathered on the device (by the device unless forced), and which
+    uploads are queued (CUDA only)."""
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    policy = DevicePolicy()
+    assert not policy.gathers_on_device(cpu) and policy.gathers_on_device(cuda)
+    assert DevicePolicy(gather_on_device=True).gathers_on_device(cpu)
+    assert not DevicePolicy(gather_on_device=False).gathers_on_device(cuda)
+    assert [policy.into_slots(j, False) for j in (0, RESTACKED_JOINS - 1, RESTACKED_JOINS)] == [False, False, True]
+    assert policy.into_slots(0, True) and DevicePolicy(restacked_joins=0).into_slots(0, False)
+    assert not DevicePolicy(slots=False).into_slots(100, True)
+    assert [DevicePolicy.queues_uploads(d) for d in (cpu, "cpu", None, cuda, "cuda:1")] == [False] * 3 + [True] * 2
+
+
 # ------------------------------------------------------------------ travel: slot path against re-stacking
 
 @pytest.fixture(scope="module")
@@ -180,9 +195,9 @@ def travel():
     return env, {"t5": (tiny_t5(t5_tok, seed=1), t5_tok), "llama": (tiny_llama(llama_tok, seed=2), llama_tok)}
 
 
-def _with_path(monkeypatch, slot_cache: bool) -> None:
-    monkeypatch.setattr(runner_mod.PlannerRunner, "__init__",
-                        functools.partialmethod(_INIT, slot_cache=slot_cache))
+def _with_policy(monkeypatch, policy: DevicePolicy) -> None:
+    """Every runner made from now on (the ones :class:`Check` makes) takes ``policy``."""
+    monkeypatch.setattr(runner_mod.PlannerRunner, "__init__", functools.partialmethod(_INIT, policy=policy))
 
 
 _INIT = runner_mod.PlannerRunner.__init__
@@ -202,10 +217,10 @@ def test_travel_plans_the_same_with_slots(travel, name, monkeypatch):
     monkeypatch.setattr(SlotBatch, "join", lambda self, new: joins.append(new.rows) or real_join(self, new))
     runs = {}
     for slot in (True, False):
-        _with_path(monkeypatch, slot)
-        drawn = sample_plans(model, tok, prompts, grammars, k=3, seed=4)
-        beams = beam_search_plans(model, tok, prompts, grammars, num_beams=4, num_return=2)
-        distinct = sample_distinct_plans(model, tok, prompts, grammars, 2, seed=1)
+        policy = DevicePolicy(slots=slot)
+        drawn = sample_plans(model, tok, prompts, grammars, k=3, seed=4, policy=policy)
+        beams = beam_search_plans(model, tok, prompts, grammars, num_beams=4, num_return=2, policy=policy)
+        distinct = sample_distinct_plans(model, tok, prompts, grammars, 2, seed=1, policy=policy)
         runs[slot] = [[(d.rows, d.logprob) for d in ds] for ds in drawn + beams + [x.plans for x in distinct]]
         assert bool(joins) == slot
         joins.clear()
@@ -230,18 +245,18 @@ def test_beam_selects_gathered_on_the_device(travel, name, monkeypatch):
     model, tok = planners[name]
     queries = [[q for q in env.queries() if q.days == d][0] for d in (3, 5)]
     prompts, grammars = [q.query for q in queries], [env.grammar(tok, q) for q in queries]
-    monkeypatch.setattr(runner_mod, "RESTACKED_JOINS", 0)
     gathered, beam_selects = [], []  # gathers on the device; slot batch selects a beam search makes
     real_gather, real_select = SlotBatch._gather_rows, SlotBatch.select
     monkeypatch.setattr(SlotBatch, "_gather_rows", lambda self, rows: gathered.append(1) or real_gather(self, rows))
-    monkeypatch.setattr(SlotBatch, "select", lambda self, rows, same_prompt=False, host_rows=None: beam_selects.append(
-        same_prompt and host_rows is None) or real_select(self, rows, same_prompt, host_rows))
+    monkeypatch.setattr(SlotBatch, "select", lambda self, rows, same_prompt=False, host_rows=None, prompts_of=None: (
+        beam_selects.append(same_prompt and host_rows is None) or real_select(self, rows, same_prompt, host_rows)))
     runs = {}
     for path in ("device", "restack"):
-        _with_path(monkeypatch, path == "device")
-        monkeypatch.setattr(slot_rows, "GATHER_ON_DEVICE", path == "device")
-        beams = beam_search_plans(model, tok, prompts, grammars, num_beams=4, num_return=2)
-        distinct = sample_distinct_plans(model, tok, prompts, grammars, 3, seed=3)
+        # the accelerator's path forced on the CPU: slots from the first join, selects gathered on the device
+        policy = DevicePolicy(gather_on_device=True, restacked_joins=0) if path == "device" else \
+            DevicePolicy(slots=False)
+        beams = beam_search_plans(model, tok, prompts, grammars, num_beams=4, num_return=2, policy=policy)
+        distinct = sample_distinct_plans(model, tok, prompts, grammars, 3, seed=3, policy=policy)
         runs[path] = [[(d.rows, d.logprob) for d in ds] for ds in beams + [x.plans for x in distinct]]
         if path == "device":  # every beam search select went to the device: none read its rows
             assert len(gathered) == sum(beam_selects) > 0
