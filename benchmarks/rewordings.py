@@ -22,8 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from envs.openagi.task_data import REWORDINGS_FILE  # noqa: E402
 from rltf.config.loading import load_config  # noqa: E402
-from rltf.evaluation.rewordings import evaluate_rewordings  # noqa: E402
+from rltf.evaluation.rewordings import evaluate_rewordings, load_rewordings  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
 from rltf.run.tracking import write_json  # noqa: E402
 from rltf.stages import plan_job as stages  # noqa: E402
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> dict:
     planner = stages.build_planner(run, envs)
     tasks = envs.tasks(cfg.eval.splits)
     with run.sharding.gathered(planner.model):
-        out = evaluate_rewordings(planner, envs.held_out, tasks, cfg.eval.num_beams)
+        out = evaluate_rewordings(planner, envs.held_out, tasks, cfg.eval.num_beams, load_rewordings(REWORDINGS_FILE))
     splits = "+".join(dict.fromkeys(cfg.eval.splits))
     lines = [f"### rewordings: {cfg.planner.model} on the {out['n_tasks']} held-out ({splits}) tasks, "
              f"{out['n_rewordings']} rewordings", "",

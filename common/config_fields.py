@@ -1,7 +1,7 @@
 """Bounded numeric fields for settings dataclasses, the check of their bounds, and the coercion of
 a mapping into a settings dataclass (:func:`as_settings`).
 
-Env configs (``envs/openagi/config.py``) declare ``n_samples: int = num(20, gt=0)``; rltf's run
+Env configs (OpenAGI's ``OpenAGIEnvConfig``) declare ``n_samples: int = num(20, gt=0)``; rltf's run
 config uses the same helper for its own sections, so one run config is checked by one
 rule at every depth (``rltf.config.loading.validate_config``) and an env config built on its own is
 checked the same way (:func:`bound_errors`).

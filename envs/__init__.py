@@ -1,10 +1,14 @@
 """Environments, built from a run's ``env:`` section through the env registry.
 
-Importing this package registers the shipped envs (:mod:`envs.registry`): ``openagi``
-(``OpenAGI-Lite-v0`` in Gymnasium, ``envs/openagi/registration.py``) and ``travel``
-(``TravelPlanner-Sandbox-v0``, ``envs/travel/registration.py``). Every env implements the
-interface the trainer, SFT, evaluation and the report use: :class:`envs.protocol.RLTFEnv`
-(checked by :func:`envs.checker.check_rltf_env`).
+This package is the env *interface* (the protocol, the base class, the registry, the checker, the
+``env:`` section); the concrete envs are plug-ins above it that it never imports. The shipped ones
+are in the registry by import path (:data:`envs.registry.BUILTIN_ENVS`, imported on first lookup):
+``openagi`` (``envs/openagi/registration.py``) and ``travel`` (``envs/travel/registration.py``);
+importing this package registers their Gymnasium ids by entry-point string
+(:data:`envs.registry.BUILTIN_GYM_IDS`: ``OpenAGI-Lite-v0``, ``TravelPlanner-Sandbox-v0``). Every env
+implements the interface the trainer, SFT, evaluation and the report use:
+:class:`envs.protocol.RLTFEnv` (its optional members answered by :class:`envs.base.RLTFEnvBase`;
+checked by :func:`envs.checker.check_rltf_env`).
 
 The ``env:`` section (``envs/config.py``) names the env (``env.name``, default ``openagi``); the
 rest of it is that env's own keys. :func:`make` builds one env of a split,
@@ -16,10 +20,15 @@ default env's defaults), validates it and calls the registered env's own functio
 ``gym.make("OpenAGI-Lite-v0", config=...)`` builds the same OpenAGI env.
 """
 
-import envs.openagi.registration  # noqa: F401  (registers the openagi env)
-import envs.travel.registration  # noqa: F401  (registers the travel env)
+from gymnasium.envs.registration import register as gym_register
+from gymnasium.envs.registration import registry as gym_registry
+
 from envs import registry
 from envs.config import as_section, validate_section
+
+for _gym_id, _entry_point in registry.BUILTIN_GYM_IDS.items():
+    if _gym_id not in gym_registry:
+        gym_register(id=_gym_id, entry_point=_entry_point)
 
 
 def _section(config):
@@ -53,3 +62,10 @@ def describe(config=None) -> list[str]:
     """What :func:`make` would build and load, without loading anything (validates ``config``)."""
     section, spec = _section(config)
     return spec.describe(section)
+
+
+def evaluation_warnings(config, schemas) -> list[str]:
+    """What a dry run warns about evaluating ``schemas`` on ``config``'s env (one line each; the env's
+    :attr:`~envs.registry.EnvSpec.evaluation_warnings`, none by default)."""
+    section, spec = _section(config)
+    return list(spec.evaluation_warnings(section, list(schemas))) if spec.evaluation_warnings else []

@@ -4,7 +4,8 @@
 ``gymnasium.utils.env_checker.check_env`` is to ``reset`` / ``step`` (run both on a new env): every
 member is present and returns the declared types, the grammar of a task builds and holds the
 task's reference plan, the reference plan is a valid action with a reward in [0, 1], an invalid
-action scores 0 without raising, and the optional features answer in their declared form.
+action scores 0 without raising, and the optional features answer in their declared form (an env
+built on :class:`envs.base.RLTFEnvBase` answers them with the base's defaults).
 """
 
 from __future__ import annotations
@@ -124,6 +125,26 @@ def check_rltf_env(env: Any, tokenizer: Any, n_tasks: int = 2) -> None:
     stats = env.cache_stats()
     _require(stats is None or isinstance(getattr(stats, "hit_rate", None), float),
              f"env.cache_stats() returned {stats!r}; expected None or an object with a float hit_rate")
+    _check_reward_workers(env, with_reference[0])
+
+
+def _check_reward_workers(env: Any, task: Any) -> None:
+    """``reward_workers_unsupported`` is None or a reason; with None, the draw :meth:`drawn_samples`
+    makes and :meth:`cut_task` replays scores the reference plan as ``reward_plans`` with that ``rng``."""
+    why = env.reward_workers_unsupported()
+    _require(why is None or isinstance(why, str) and why.strip() != "",
+             f"env.reward_workers_unsupported() returned {why!r}; expected None or a non-empty str")
+    if why is not None:
+        return
+    subsets = env.drawn_samples([task], np.random.default_rng(0))
+    _require(isinstance(subsets, dict) and list(subsets) == [task.id]
+             and all(isinstance(i, (int, np.integer)) for i in subsets[task.id]),
+             f"env.drawn_samples([task {task.id}], rng) returned {subsets!r}; expected {{{task.id}: [sample indices]}}")
+    direct = env.reward_plans([(task, task.reference_plan)], rng=np.random.default_rng(0))[0]
+    replayed = env.reward_plans([(env.cut_task(task, subsets[task.id]), task.reference_plan)])[0]
+    _require(math.isclose(direct.reward, replayed.reward, rel_tol=1e-6, abs_tol=1e-9),
+             f"task {task.id}: scored on env.cut_task(task, drawn samples) the reference plan gets {replayed.reward}, "
+             f"with the same rng {direct.reward}")
 
 
 def _check_task_actions(env: Any, tokenizer: Any, task: Any) -> None:

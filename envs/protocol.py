@@ -8,7 +8,9 @@ baseline (``rltf/comparison/grpo.py``) see an env through :class:`RLTFEnv` only:
 :class:`~constrained_decoding.protocol.Grammar`), and the reward of (task, action) pairs
 (:class:`RewardResult`). A feature an env may lack is still a method, with a defined "not
 available" answer (``oracle_plans`` -> None, ``table_columns`` -> ``{}``, ``expert_failures`` ->
-``(0.0, [])``), so no caller asks ``hasattr`` or ``isinstance``.
+``(0.0, [])``, ``reward_workers_unsupported`` -> why not), so no caller asks ``hasattr`` or
+``isinstance``; :class:`envs.base.RLTFEnvBase` gives every such answer, so an env built on it writes
+its tasks, grammar, reward and formatting only.
 
 Each member says what it must return or raise, in the manner of Gymnasium's env docstrings.
 :func:`envs.checker.check_rltf_env` checks an env against this protocol on its real tasks;
@@ -146,4 +148,29 @@ class RLTFEnv(Protocol):
         """The texts an embedded planner's tokenizer is trained on: the train tasks' prompts (no held-out
         task's: ``task_ids`` defaults to this env's tasks) and the action space (every name and piece of
         syntax a plan may use). Non-empty, deterministic."""
+        ...
+
+    def reward_workers_unsupported(self) -> str | None:
+        """None when forked reward workers (``rltf.reward_workers``, ``rltf/rl/reward_workers.py``) can
+        score this env's plans: :meth:`drawn_samples` then makes :meth:`reward_plans`' random draw in
+        the learner and :meth:`cut_task` replays it in a worker, bit for bit. Otherwise why not, one
+        line (OpenAGI's hf backend: its experts run on the GPU; an env that draws no sample subsets)."""
+        ...
+
+    def drawn_samples(self, tasks: Sequence[Task], rng: np.random.Generator | None) -> dict[int, list[int]]:
+        """Task id -> the indices of the samples :meth:`reward_plans` with ``rng`` scores the plans of
+        ``tasks`` (one entry per plan) on, drawn from ``rng`` as it draws them. Called only when
+        :meth:`reward_workers_unsupported` is None (else it may raise ``NotImplementedError``)."""
+        ...
+
+    def cut_task(self, task: Task, indices: Sequence[int]) -> Task:
+        """``task`` holding only its samples ``indices`` (in that order), scored by :meth:`reward_plans`
+        on exactly those, drawing nothing: the rewards of :meth:`drawn_samples`' draw. Called only when
+        :meth:`reward_workers_unsupported` is None (else it may raise ``NotImplementedError``)."""
+        ...
+
+    def flow_domain(self) -> Any:
+        """The env's agent-flow domain (:class:`rltf.flows.agents.domain.FlowDomain`: the flow methods it
+        offers, their roles, its warm-start teacher) for ``flow.enabled`` and ``python -m
+        rltf.flows.evaluate``, or None when the env has no agent flows (the default)."""
         ...

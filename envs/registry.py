@@ -1,9 +1,12 @@
 """The env registry: env name -> how to build it, validate its config section and describe it.
 
 A run's ``env:`` section names its env (``env.name``); :mod:`envs` looks the name up here and
-never dispatches on it itself. Each env registers one :class:`EnvSpec` when :mod:`envs` is
-imported (``envs/openagi/registration.py``, ``envs/travel/registration.py``); an env defined
-elsewhere (a plugin, a test) calls :func:`register` with its own::
+never dispatches on it itself. The shipped envs are registered by import path
+(:data:`BUILTIN_ENVS`: ``"openagi" -> "envs.openagi.registration:SPEC"``), imported on the first
+lookup of their spec, the way Gymnasium's ``entry_point`` strings are: :func:`names` lists them
+without importing anything, and the env interface (this package's modules, rltf) never imports a
+concrete env. An env defined elsewhere (a plugin, a test) calls :func:`register` with its own
+:class:`EnvSpec`, or :func:`register_lazy` with the import path of one::
 
     register(EnvSpec(name="sorting", section=SortingSection, make=make_env,
                      make_train_and_held_out=make_envs, split_ids=split_ids, describe=describe_env))
@@ -11,7 +14,9 @@ elsewhere (a plugin, a test) calls :func:`register` with its own::
 The spec's callables take the env's *section* (an instance of ``spec.section``: the dataclass of
 the run config's ``env:`` section for this env, with a ``name`` field and this env's keys, and a
 ``validate(prefix)`` method raising ``ValueError`` naming the bad key); registering imports
-nothing heavy, so the callables should import the env's modules when called.
+nothing heavy, so the callables should import the env's modules when called. The optional fields
+(:attr:`EnvSpec.tokenizer_texts`, :attr:`EnvSpec.provenance`, ...) are what rltf asks of an env it
+has not built; their defaults say "none".
 
 An env that lives in the user's own package is named on the command line by an import path,
 ``env.name=mypkg.envs:sorting`` (:func:`load`): ``mypkg.envs`` is imported (from ``sys.path``, e.g.
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +55,27 @@ class EnvSpec:
     """``describe(section) -> lines``: what :attr:`make` would build and load, loading nothing."""
     gym_id: str | None = None
     """The Gymnasium id the env is also registered under (``gym.make``), if any."""
+    tokenizer_texts: Callable[[], list[str]] | None = None
+    """``tokenizer_texts() -> texts``: what an embedded planner's tokenizer is trained on when it is built
+    without an env of this kind (a planner loaded outside a run reads the default env's,
+    ``envs.config.DEFAULT_ENV``: :func:`rltf.planners.tokenizer.default_tokenizer_texts`); None: none."""
+    tokenizer_words: Callable[[], list[str]] | None = None
+    """``tokenizer_words() -> words``: strings every embedded tokenizer keeps as whole pieces (added to its
+    corpus; the default env's are, in every run: :func:`rltf.planners.tokenizer.train_plan_tokenizer`);
+    None: none."""
+    provenance: Callable[..., tuple[dict[str, Any], str] | None] | None = None
+    """``provenance(section, env, evaluated, roles) -> (data, line)``: the data a results table over this
+    env was computed on (a JSON-able dict, the results' ``data`` key) and its one markdown line, or None;
+    ``env`` is the held-out env (or None), ``evaluated`` the split names the table's tasks come from,
+    ``roles``: they are ``eval.splits``' train / validation / test (named as the env names them).
+    None (the field): the env says nothing (:mod:`rltf.evaluation.data_source`)."""
+    enumerable_plans: bool = False
+    """Whether every task's valid actions are few enough to enumerate (OpenAGI: a few thousand per task
+    signature): TRL's GRPO baseline then samples over one automaton of their texts; otherwise it follows
+    a grammar's rows lazily (``rltf/comparison/lazy_grammar.py``: a travel query's itineraries)."""
+    evaluation_warnings: Callable[[Any, Sequence[str]], list[str]] | None = None
+    """``evaluation_warnings(section, schemas) -> lines``: what a dry run warns about evaluating ``schemas``
+    on this section's env (OpenAGI: the oracle's exhaustive search on the full suite); None: nothing."""
 
     def __post_init__(self):
         if not dataclasses.is_dataclass(self.section):
@@ -60,16 +86,38 @@ class EnvSpec:
                             f"name: str = {self.name!r}")
 
 
-_SPECS: dict[str, EnvSpec] = {}
+BUILTIN_ENVS = {
+    "openagi": "envs.openagi.registration:SPEC",
+    "travel": "envs.travel.registration:SPEC",
+    "pddl": "envs.pddl.registration:SPEC",
+}
+"""The shipped envs: name -> the import path of their :class:`EnvSpec`, imported on first lookup."""
+BUILTIN_GYM_IDS = {
+    "OpenAGI-Lite-v0": "envs.openagi.factory:gym_entry_point",
+    "TravelPlanner-Sandbox-v0": "envs.travel.env:TravelPlannerEnv",
+}
+"""The shipped envs' Gymnasium ids -> their ``entry_point`` (registered when :mod:`envs` is imported)."""
+
+_SPECS: dict[str, EnvSpec | str] = {}  # name -> the spec, or the import path of one not imported yet
 _ORIGINS: dict[str, str] = {}  # spec name -> the import path it was loaded from (load)
 
 
 def register(spec: EnvSpec, *, replace: bool = False) -> EnvSpec:
     """Add ``spec`` under ``spec.name`` (an existing name raises unless ``replace``)."""
-    if spec.name in _SPECS and not replace and _SPECS[spec.name] != spec:
-        raise ValueError(f"an env named {spec.name!r} is already registered ({_SPECS[spec.name].section.__name__})")
+    if spec.name in _SPECS and not replace and _loaded(spec.name) != spec:
+        raise ValueError(f"an env named {spec.name!r} is already registered ({_loaded(spec.name).section.__name__})")
     _SPECS[spec.name] = spec
     return spec
+
+
+def register_lazy(name: str, path: str, *, replace: bool = False) -> None:
+    """Add the env ``name`` by the import path of its spec (``package.module:attribute``, an
+    :class:`EnvSpec` named ``name``), imported on the first :func:`spec` of ``name``."""
+    if not is_import_path(path):
+        raise ValueError(f"env {name!r}: {path!r} is not an import path 'package.module:attribute'")
+    if name in _SPECS and not replace and _SPECS[name] != path:
+        raise ValueError(f"an env named {name!r} is already registered ({_SPECS[name]})")
+    _SPECS[name] = path
 
 
 def unregister(name: str) -> None:
@@ -79,26 +127,51 @@ def unregister(name: str) -> None:
 
 
 def names() -> tuple[str, ...]:
-    """The registered env names, in registration order."""
+    """The registered env names, in registration order (the shipped ones first); imports nothing."""
     return tuple(_SPECS)
 
 
 def spec(name: str) -> EnvSpec:
-    """The spec of the env ``name``; an unknown name raises ``KeyError`` listing the registered ones."""
+    """The spec of the env ``name`` (a lazily registered one imported now); an unknown name raises
+    ``KeyError`` listing the registered ones."""
     if name not in _SPECS:
         raise KeyError(f"no env named {name!r}; registered: {', '.join(repr(n) for n in _SPECS)}")
-    return _SPECS[name]
+    return _loaded(name)
 
 
 def spec_of_section(section: Any) -> EnvSpec | None:
-    """The spec whose section class ``section`` is an instance of, else None."""
-    for s in _SPECS.values():
-        if type(section) is s.section:
-            return s
-    for s in _SPECS.values():
-        if isinstance(section, s.section):
-            return s
+    """The spec whose section class ``section`` is an instance of, else None (imports the lazily
+    registered specs that are not imported yet when ``section`` is a dataclass that none of the
+    imported ones owns)."""
+    if not dataclasses.is_dataclass(section) or isinstance(section, type):
+        return None
+    for loaded in (True, False):
+        specs = [spec(n) for n, e in list(_SPECS.items()) if isinstance(e, EnvSpec) == loaded]
+        for s in specs:
+            if type(section) is s.section:
+                return s
+        for s in specs:
+            if isinstance(section, s.section):
+                return s
     return None
+
+
+def _loaded(name: str) -> EnvSpec:
+    """The spec of the registered env ``name``, imported first when it was registered by import path."""
+    entry = _SPECS[name]
+    if isinstance(entry, str):
+        entry = _SPECS[name] = _import_spec(name, entry)
+    return entry
+
+
+def _import_spec(name: str, path: str) -> EnvSpec:
+    module_name, _, attr = path.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not isinstance(target, EnvSpec) or target.name != name:
+        raise TypeError(f"env {name!r}: {path} is {target!r}, not the EnvSpec of an env named {name!r}")
+    return target
 
 
 def is_import_path(name: str) -> bool:
@@ -114,7 +187,7 @@ def load(path: str) -> EnvSpec:
     what failed (not an import path, the module does not import, no such attribute, not a spec)."""
     for name, source in _ORIGINS.items():
         if source == path and name in _SPECS:
-            return _SPECS[name]
+            return _loaded(name)
     if not is_import_path(path):
         raise ValueError("expected an import path 'package.module:callable'")
     module_name, _, attr = path.partition(":")
@@ -148,3 +221,7 @@ def origin(name: str) -> str | None:
 
 def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [""])[0]
+
+
+for _name, _path in BUILTIN_ENVS.items():
+    register_lazy(_name, _path)

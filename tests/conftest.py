@@ -12,6 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 
+from tests.checkpoints_guard import checkpoints_left_alone  # noqa: E402, F401  (no test writes into checkpoints/)
 from tests.smollm2_model import smollm2_folder  # noqa: E402, F401  (the SmolLM2 tests' session fixture)
 from tests.warnings_guard import (  # noqa: E402, F401  (the hooks failing a test on a warning of ours)
     pytest_runtest_call,

@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.base import RLTFEnvBase
 from envs.episodes import ansi_text, episode_task
 from envs.openagi.cache import ExecutionCache
 from envs.openagi.corpus import registry_texts
@@ -36,7 +37,7 @@ from envs.openagi.oracle import oracle_for_task
 from envs.openagi.plans import MESSAGE_CHARS, Plan, PlanError, PlanLimits, clip_text, format_plan, parse_and_check
 from envs.openagi.registry import ToolRegistry
 from envs.openagi.split import SPLITS, load_split
-from envs.openagi.split_rewards import split_reward_plans
+from envs.openagi.split_rewards import cut_task, drawn_samples, split_reward_plans
 from envs.openagi.suite import SUITE_LIMITS, build_suite
 from envs.openagi.tasks import Task
 
@@ -83,12 +84,11 @@ def _backend_registry(backend: str) -> ToolRegistry:
     raise ValueError(f"unknown backend {backend!r}; expected 'lite' or 'hf'")
 
 
-class OpenAGIEnv(gym.Env):
-    """OpenAGI's tasks as an env; implements :class:`envs.protocol.RLTFEnv` (see the module docstring)."""
-
-    metadata = {"render_modes": ["ansi"]}
-    headline = "overall"  # the results table column a run's last line reports
-    oracle_name = "oracle"  # the best plan by exhaustive search (envs/openagi/oracle.py)
+class OpenAGIEnv(RLTFEnvBase):
+    """OpenAGI's tasks as an env; implements :class:`envs.protocol.RLTFEnv` (see the module docstring).
+    From :class:`envs.base.RLTFEnvBase`: the ``overall`` headline, the ``oracle`` row (the best plan by
+    exhaustive search, ``envs/openagi/oracle.py``), no columns of its own (the mean score per metric
+    family and overall: the paper's Table 5)."""
 
     def __init__(
         self,
@@ -111,6 +111,7 @@ class OpenAGIEnv(gym.Env):
         if samples_per_step is not None and samples_per_step < 1:
             raise ValueError(f"samples_per_step={samples_per_step}: expected None (all) or >= 1")
         self.registry = registry if registry is not None else _backend_registry(backend)
+        self.backend = backend  # where the experts run (lite: this process's CPU; hf: hub models, a GPU)
         all_tasks = list(tasks) if tasks is not None else list(build_suite(suite, data_seed, n_samples))
         self.tasks_by_id = {t.id: t for t in all_tasks}
         if tasks is not None or split == "all":
@@ -137,7 +138,7 @@ class OpenAGIEnv(gym.Env):
 
     # -------------------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
+        gym.Env.reset(self, seed=seed)  # the seeding only: this env draws its own task and info
         self.task = episode_task(self.np_random, options, "task", self.get_task, self.tasks_by_id, self.task_ids)
         self._last = None
         return self.task.description, self._task_info(self.task)
@@ -290,6 +291,22 @@ class OpenAGIEnv(gym.Env):
         every process's plans (:mod:`envs.openagi.split_rewards`; all processes call it at once)."""
         return split_reward_plans(self, pairs, rng, exchange, process, processes)
 
+    def reward_workers_unsupported(self) -> str | None:
+        """None on the lite backend: :meth:`drawn_samples` / :meth:`cut_task` replay the draw of
+        :meth:`reward_plans` (:mod:`envs.openagi.split_rewards`)."""
+        if self.backend != "lite":
+            return f"env.backend={self.backend} runs its experts on the GPU, which a forked worker cannot use"
+        return None
+
+    def drawn_samples(self, tasks: Sequence[Task], rng: np.random.Generator | None) -> dict[int, list[int]]:
+        """The sample subsets :meth:`reward_plans` scores ``tasks``' plans on, drawn from ``rng`` as it
+        draws them (:func:`envs.openagi.split_rewards.drawn_samples`)."""
+        return drawn_samples(self, tasks, rng)
+
+    def cut_task(self, task: Task, indices: Sequence[int]) -> Task:
+        """``task`` holding only its samples ``indices`` (:func:`envs.openagi.split_rewards.cut_task`)."""
+        return cut_task(task, indices)
+
     def parse_free_text(self, task: int | str | Task, text: str) -> str | Plan:
         """OpenAGI's mapping of free text onto a valid plan (MiniLM sentence similarity,
         :func:`envs.openagi.freeform.map_free_text_to_plan`); the text itself when it maps onto none."""
@@ -316,10 +333,6 @@ class OpenAGIEnv(gym.Env):
         (:func:`envs.openagi.oracle.oracle_for_task`)."""
         entries = [oracle_for_task(self, self.get_task(t)) for t in tasks]
         return [(e.oracle_plan, e.oracle_score) for e in entries]
-
-    def table_columns(self, tasks: Sequence[Task], plans: dict[int, str]) -> dict[str, float]:
-        """``{}``: OpenAGI's table is the mean score per metric family and overall (the paper's Table 5)."""
-        return {}
 
     def tokenizer_texts(self, task_ids: Sequence[int] | None = None) -> list[str]:
         """The embedded tokenizer's texts: the train tasks of both suites' persisted splits, every

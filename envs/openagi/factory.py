@@ -103,8 +103,8 @@ class _Parts:
     def env(self, split: str) -> OpenAGIEnv:
         c = self.config
         per_step = c.samples_per_step if split == "train" else None
-        common = dict(suite=c.suite, registry=self.registry, samples_per_step=per_step, cache_bytes=c.cache_bytes,
-                      metrics=self.metrics)
+        common = dict(suite=c.suite, backend=c.backend, registry=self.registry, samples_per_step=per_step,
+                      cache_bytes=c.cache_bytes, metrics=self.metrics)
         if self.tasks is None:
             return OpenAGIEnv(split=split, n_samples=c.n_samples, data_seed=c.data_seed, **common)
         if split == HELD_OUT:

@@ -42,6 +42,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.base import RLTFEnvBase
 from envs.episodes import ansi_text, episode_task
 from envs.travel.candidates import capped_candidates, query_candidates
 from envs.travel.config import RewardSettings
@@ -98,8 +99,11 @@ class TravelResult:
         }
 
 
-class TravelPlannerEnv(gym.Env):
-    metadata = {"render_modes": ["ansi"]}
+class TravelPlannerEnv(RLTFEnvBase):
+    """The travel sandbox's queries as an env (:class:`envs.protocol.RLTFEnv`); from
+    :class:`envs.base.RLTFEnvBase`: no execution cache (the evaluator reads the sandbox's tables), free
+    text read as it is (the evaluator parses a plan text; unparsable text scores 0), no reward workers."""
+
     headline = "final pass"  # the results table column a run's last line reports
     oracle_name = "solver"  # what this env's oracle is (the exact solver's plans)
 
@@ -172,7 +176,7 @@ class TravelPlannerEnv(gym.Env):
 
     # -------------------------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
+        gym.Env.reset(self, seed=seed)  # the seeding only: this env draws its own query and info
         self.query = episode_task(self.np_random, options, "query", self.get_query, self.queries_by_id,
                                   self.query_ids)
         self._last = None
@@ -243,9 +247,6 @@ class TravelPlannerEnv(gym.Env):
         """This env's queries (its split) as planning tasks."""
         return [self.get_task(i) for i in self.query_ids]
 
-    def cache_stats(self) -> None:
-        return None  # nothing is executed: the evaluator reads the sandbox's tables
-
     def tokenizer_texts(self, query_ids: Sequence[int] | None = None) -> list[str]:
         """Texts an embedded planner's tokenizer is trained on: the texts of ``query_ids`` (the
         train queries: no held-out query reaches the tokenizer) and the action space -- every
@@ -305,10 +306,6 @@ class TravelPlannerEnv(gym.Env):
         """A plan as the text a planner writes (text is returned as it is)."""
         return plan if isinstance(plan, str) else _safe_format(plan)
 
-    def parse_free_text(self, task: Any, text: str) -> str:
-        """The text itself: the evaluator parses a plan text (unparsable text scores 0)."""
-        return text
-
     def metrics(self, pairs: Sequence[tuple[int | str | TravelQuery, Any]]) -> dict[str, float]:
         """The official metrics (delivery, commonsense / hard micro and macro, final pass)."""
         results = self.reward_plans(pairs)
@@ -339,6 +336,13 @@ class TravelPlannerEnv(gym.Env):
                                                self.seed, self.max_cities)
             per_tok[key] = shared_grammar(tokenizer, candidates, self.max_attractions)
         return per_tok[key]
+
+    def flow_domain(self):
+        """The travel agent flows (:data:`envs.travel.flows.domain.TRAVEL_FLOWS`: MTP, OKR-Agent, ReAct, flat)."""
+        # the flow plug-in loads rltf's flow engine (torch, transformers): only when a flow runs
+        from envs.travel.flows.domain import TRAVEL_FLOWS
+
+        return TRAVEL_FLOWS
 
     def reference_plan(self, query: int | str | TravelQuery) -> str | None:
         """The solver's minimum-cost plan passing every constraint (text), or None if none exists."""

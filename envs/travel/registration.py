@@ -1,16 +1,17 @@
-"""The travel sandbox in the env registry (``env.name: travel``) and in Gymnasium's
-(``TravelPlanner-Sandbox-v0``). Its ``env:`` section is :class:`TravelSection`: the env's settings
-(:class:`envs.travel.config.TravelEnvConfig`) sit under ``env.travel``, as every travel config
-has always written them; the callables import the factory (``envs/travel/factory.py``) when called."""
+"""The travel sandbox's :class:`~envs.registry.EnvSpec` (``env.name: travel``; in Gymnasium
+``TravelPlanner-Sandbox-v0``). :data:`envs.registry.BUILTIN_ENVS` names :data:`SPEC` by its import
+path, so this module is imported on the first lookup of ``travel``. Its ``env:`` section is
+:class:`TravelSection`: the env's settings (:class:`envs.travel.config.TravelEnvConfig`) sit under
+``env.travel``, as every travel config has always written them; the callables import the factory
+(``envs/travel/factory.py``) when called."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from gymnasium.envs.registration import register as gym_register
-from gymnasium.envs.registration import registry as gym_registry
-
-from envs.registry import EnvSpec, register
+from envs.registry import EnvSpec
 from envs.travel.config import TravelConfigError, TravelEnvConfig
 
 GYM_ID = "TravelPlanner-Sandbox-v0"
@@ -61,8 +62,20 @@ def describe(section: TravelSection) -> list[str]:
     return describe_env(section.travel)
 
 
-SPEC = register(EnvSpec(name="travel", section=TravelSection, make=make,
-                        make_train_and_held_out=make_train_and_held_out, split_ids=split_ids, describe=describe,
-                        gym_id=GYM_ID))
-if GYM_ID not in gym_registry:
-    gym_register(id=GYM_ID, entry_point="envs.travel.env:TravelPlannerEnv")
+def provenance(section: TravelSection, env: Any = None, evaluated: Sequence[str] = (),
+               roles: bool = False) -> tuple[dict[str, Any], str]:
+    """The database, flights, queries and split a table was computed on (:mod:`envs.travel.provenance`)
+    and its markdown line; with ``roles`` the train / validation / test names are the run's
+    (:func:`envs.travel.factory.run_split_names`: a hub re-split's ``validation:re-split:test``)."""
+    from envs.travel.factory import run_split_names  # deferred: see make
+    from envs.travel.provenance import data_line, data_source  # deferred: see make
+
+    if roles:
+        names = run_split_names(section.travel)
+        evaluated = [names.get(s, s) for s in evaluated]
+    data = data_source(section.travel, getattr(env, "index", None), evaluated)
+    return data, data_line(data)
+
+
+SPEC = EnvSpec(name="travel", section=TravelSection, make=make, make_train_and_held_out=make_train_and_held_out,
+               split_ids=split_ids, describe=describe, gym_id=GYM_ID, provenance=provenance)

@@ -151,7 +151,8 @@ class BaselineSpec:
     advantages: Callable[..., tuple[np.ndarray, np.ndarray]]  # (rewards, task ids, memory, decay, sets)
     group: bool  # b over each task's group of K samples in the batch: needs k_samples >= 2
     own_reward: bool  # b_i contains R_i (biased or rescaled policy gradient)
-    without_replacement: bool = False  # the K plans of a task are distinct, drawn by stochastic beam search
+    without_replacement: bool = False  # weights a set of K distinct plans drawn without replacement: needs an
+    #                                    objective that draws one (rltf.algorithms.choice; auto picks unordered_set)
 
 
 BASELINES: Registry[BaselineSpec] = Registry("baseline", {

@@ -1,5 +1,6 @@
-"""The objectives of the update: REINFORCE, and the clipped ratio surrogate for several exact updates
-from one sampled batch (``rltf.update_epochs``, ``rltf.minibatches``).
+"""The objectives of the update, each a registered entry (``rltf.objective``): REINFORCE, the clipped
+ratio surrogate for several exact updates from one sampled batch (``rltf.update_epochs``,
+``rltf.minibatches``), the unordered-set estimator's and GRPO's.
 
 REINFORCE (:func:`reinforce`, one update per batch): each unit's objective is w·log π_c, w its loss
 weight, so the gradient of the batch's mean is the policy gradient with a baseline.
@@ -37,15 +38,27 @@ so its exact importance weight is the product of its decisions' ratios (``rltf.r
 
 A flat plan is a single decision: both are the same.
 
-:data:`OBJECTIVES` names the two objectives (one pass of one minibatch is ``reinforce``, anything else
-``clipped``: :func:`objective_name`) and :data:`RATIOS` the ratio kinds (``rltf.ratio`` accepts
-exactly its names), each a plain function.
+The objectives are entries of :data:`OBJECTIVES` (``rltf.objective``; ``auto``, a name, or a user's
+import path: :mod:`rltf.algorithms.choice`), each an :class:`ObjectiveSpec`: one signature, the
+minibatch's :class:`Units` (exact log π_c now and as sampled, the loss weights) and the ``rltf``
+settings -> an :class:`Objective` (the loss and the values it logs), plus the properties the config
+and the sampler read (one step per batch or several, distinct plans, the baseline its weights need):
+
+* ``reinforce`` — −Σ w·log π_c / samples, one step per batch;
+* ``clipped`` — the clipped surrogate above, over ``rltf.update_epochs`` passes of ``rltf.minibatches``;
+* ``unordered_set`` — the rule the epochs imply (:func:`objective_name`) on the unordered-set
+  estimator's weights, its plans drawn distinct without replacement (the ``unordered_set`` baseline);
+* ``grpo`` — TRL's GRPO loss on these units (:func:`grpo_objective`), on the ``grpo`` baseline's
+  group-normalised advantages.
+
+:data:`RATIOS` names the ratio kinds (``rltf.ratio`` accepts exactly its names), each a plain function.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import torch
 
@@ -106,13 +119,10 @@ def trajectory_ratio(logp: torch.Tensor, old_logp: torch.Tensor, owner: torch.Te
 RATIOS: Registry[Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None, int], torch.Tensor]] = Registry(
     "ratio", {"trajectory": trajectory_ratio, "decision": decision_ratio})
 
-OBJECTIVES: Registry[Callable[..., object]] = Registry("objective", {"reinforce": reinforce,
-                                                                     "clipped": clipped_surrogate})
-
-
 def objective_name(update_epochs: int, minibatches: int) -> str:
     """``reinforce`` for one pass of one minibatch (r ≡ 1: the surrogate's gradient is REINFORCE's,
-    computed directly), ``clipped`` otherwise."""
+    computed directly), ``clipped`` otherwise: the policy-gradient rule the epochs imply (what
+    ``rltf.objective: auto`` picks, and the rule of the ``unordered_set`` entry)."""
     return "reinforce" if update_epochs == 1 and minibatches == 1 else "clipped"
 
 
@@ -127,3 +137,90 @@ def decision_log_ratios(logp: torch.Tensor, old_logp: torch.Tensor, owner: torch
     the surrogate summed over a trajectory's decisions is differentiated decision by decision with
     each decision's own weight (see the module docstring)."""
     return RATIOS.lookup(ratio)(logp, old_logp, owner, trajectories)
+
+
+# ----------------------------------------------------------------------------- the entries
+@dataclass(frozen=True)
+class Units:
+    """One minibatch as an objective sees it (:func:`rltf.rl.update.policy_update` cuts it): per unit
+    (a plan, or a decision of a flow's trajectory) the exact constrained log π_c now, with gradients,
+    and as the batch was sampled, and its loss weight."""
+
+    logp: torch.Tensor  # log π_c now, with gradients (the teacher-forced constrained scorer)
+    old_logp: torch.Tensor  # log π_c,old: the same scorer's value before any update of this batch (no gradient)
+    weights: torch.Tensor  # the loss weight w (no gradient): the advantage with the regularisers, or the
+    #                        unordered-set estimator's weight (rltf.rl.steps.loss_weights)
+    samples: int  # plans / trajectories in this minibatch: the loss is a sum over units / samples
+    owner: torch.Tensor | None = None  # each unit's sample (of ``trajectories``); None: one unit per sample
+    trajectories: int = 0  # the samples of the whole batch (the range of ``owner``)
+
+    def log_ratio(self, kind: str = "trajectory") -> torch.Tensor:
+        """log r per unit: log π_c − log π_c,old, its trajectory's or its own (``rltf.ratio``, :data:`RATIOS`)."""
+        return RATIOS.lookup(kind)(self.logp, self.old_logp, self.owner, self.trajectories)
+
+
+class Objective(NamedTuple):
+    """What an objective returns for a minibatch: the loss to minimise (a scalar tensor with gradients)
+    and the values it logs (name -> float; the step's row has each pass's mean as
+    ``train/epoch<n>/<name>``)."""
+
+    loss: torch.Tensor
+    logs: dict[str, float]
+
+
+def reinforce_objective(units: Units, rule) -> Objective:
+    """REINFORCE: loss = −Σ_units w·log π_c / samples; logs nothing. One step per batch."""
+    return Objective(-reinforce(units.logp, units.weights).sum() / max(1, units.samples), {})
+
+
+def clipped_objective(units: Units, rule) -> Objective:
+    """PPO's clipped surrogate: loss = −Σ_units min(r·w, clip(r, 1 − ε, 1 + ε)·w) / samples, r the
+    ``rltf.ratio`` and ε ``rltf.clip_eps``; logs clip_fraction and approx_kl."""
+    s = clipped_surrogate(units.log_ratio(rule.ratio), units.weights, rule.clip_eps)
+    return Objective(-s.objective.sum() / units.samples, {"clip_fraction": s.clip_fraction, "approx_kl": s.approx_kl})
+
+
+def policy_gradient(units: Units, rule) -> Objective:
+    """The rule the epochs imply (:func:`objective_name`): REINFORCE for one step on the batch, the
+    clipped surrogate when the batch is reused."""
+    rule_loss = reinforce_objective if objective_name(rule.update_epochs, rule.minibatches) == "reinforce" else \
+        clipped_objective
+    return rule_loss(units, rule)
+
+
+def grpo_objective(units: Units, rule) -> Objective:
+    """GRPO's loss (TRL's ``GRPOTrainer``, ``loss_type: grpo``) with rltf's units: the clipped term
+    −min(r·A, clip(r, 1 − ε, 1 + ε)·A) of every unit, r = exp(log π_c − log π_c,old) even on the
+    batch's first step (where r ≡ 1 and the gradient is REINFORCE's, as TRL computes it), averaged
+    over each sample's units (TRL: over a completion's tokens; here over a trajectory's decisions, a
+    plan being one), then over the samples. A = the weights: the ``grpo`` baseline's group-normalised
+    advantages (R − mean of the task's group) / (std of the group + 1e-4). Logs clip_fraction and
+    approx_kl."""
+    s = clipped_surrogate(units.log_ratio(rule.ratio), units.weights, rule.clip_eps)
+    per_unit = s.objective
+    if units.owner is not None:  # a sample's units share its 1: each divided by their count
+        owner = units.owner.to(per_unit.device)
+        counts = torch.zeros(max(units.trajectories, 1), dtype=per_unit.dtype, device=per_unit.device)
+        counts = counts.index_add(0, owner, torch.ones_like(per_unit))
+        per_unit = per_unit / counts[owner]
+    return Objective(-per_unit.sum() / max(1, units.samples),
+                     {"clip_fraction": s.clip_fraction, "approx_kl": s.approx_kl})
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """One ``rltf.objective``: its loss, and the properties the sampler, the update and the config read."""
+
+    loss: Callable[[Units, Any], Objective]  # (units of a minibatch, the rltf settings) -> loss and logged values
+    reuses_batch: bool = True  # takes rltf.update_epochs passes of rltf.minibatches steps on one sampled batch
+    #                            (off-policy after the first: it reads log π_c,old); False: one step per batch
+    without_replacement: bool = False  # a task's k_samples plans are distinct, drawn by stochastic beam search
+    baseline: str | None = None  # the rltf.baseline its weights must come from (None: any that needs no set)
+
+
+OBJECTIVES: Registry[ObjectiveSpec] = Registry("objective", {
+    "reinforce": ObjectiveSpec(reinforce_objective, reuses_batch=False),
+    "clipped": ObjectiveSpec(clipped_objective),
+    "unordered_set": ObjectiveSpec(policy_gradient, without_replacement=True, baseline="unordered_set"),
+    "grpo": ObjectiveSpec(grpo_objective, baseline="grpo"),
+})

@@ -60,7 +60,7 @@ from transformers.trainer_callback import PrinterCallback, TrainerCallback
 
 from constrained_decoding.prompts import encode_prompts, format_prompt
 from constrained_decoding.protocol import Grammar
-from envs.openagi.plans import format_plan
+from envs import registry as env_registry
 from envs.protocol import RLTFEnv, Task
 from rltf.comparison import lazy_grammar as lazy
 from rltf.config.loading import RunConfig
@@ -181,7 +181,7 @@ def make_grpo_trainer(cfg: RunConfig, planner: Planner, env: RLTFEnv, tasks: Seq
     grammars = ({int(t.id): env.grammar(planner.tokenizer, t) for t in tasks} if g.sampling == "constrained"
                 else None)
     to_plan = None
-    if grammars is not None and cfg.env.name != "openagi":  # plans too many to enumerate: the rows, lazily
+    if grammars is not None and follows_rows_lazily(cfg):  # plans too many to enumerate: the rows, lazily
         if separator is None:
             separator = lazy.separator_id(planner.tokenizer, list(grammars.values()))
         to_plan = functools.partial(_lazy_plan_text, grammars, separator)
@@ -200,6 +200,14 @@ def make_grpo_trainer(cfg: RunConfig, planner: Planner, env: RLTFEnv, tasks: Seq
                                  separator=separator, callbacks=[*(callbacks or []), _StepLog(cfg.logging.log_every)])
     trainer.remove_callback(PrinterCallback)  # one dict per step otherwise: _StepLog prints a short line
     return trainer, reward
+
+
+def follows_rows_lazily(cfg: RunConfig) -> bool:
+    """Whether constrained GRPO sampling on ``cfg.env``'s env follows each grammar's rows lazily
+    (:mod:`rltf.comparison.lazy_grammar`) rather than one automaton of every plan's text: unless the env's
+    spec says its plans are few enough to enumerate (:attr:`envs.registry.EnvSpec.enumerable_plans`)."""
+    spec = env_registry.spec_of_section(cfg.env)
+    return not (spec is not None and spec.enumerable_plans)
 
 
 def _lazy_plan_text(grammars: dict[int, Grammar], separator: int, task_id: int, ids: Sequence[int]) -> str | None:
@@ -264,18 +272,18 @@ def reward_history(trainer) -> list[dict]:
 def text_finetune(planner: Planner, tasks: Sequence[Task], *, epochs: int, lr: float, batch_size: int, seed: int,
                   max_grad_norm: float = 1.0, plan_text: Callable[[Task], str] | None = None) -> list[dict]:
     """Unconstrained supervised fine-tuning of a causal planner: mean token NLL of each task's
-    canonical reference plan text (:func:`envs.openagi.plans.format_plan`: GRPO is OpenAGI's baseline) and EOS after its
-    prompt (:func:`constrained_decoding.prompts.encode_prompts`: the chat template of an instruct LLM, else
-    BOS, description, ``"\\nPlan:"``), prompt tokens unscored; a LoRA planner trains its adapter; one process, the
-    batch order of :mod:`rltf.rl.sft` (a permutation seeded by ``(seed, epoch)``). Returns one row per epoch
-    (``sft/nll``). ``plan_text(task)``: another env's text of the reference plan (travel: the solver plan's JSON,
-    what the env's parser reads)."""
+    reference plan text and EOS after its prompt (:func:`constrained_decoding.prompts.encode_prompts`: the chat
+    template of an instruct LLM, else BOS, description, ``"\\nPlan:"``), prompt tokens unscored; a LoRA planner
+    trains its adapter; one process, the batch order of :mod:`rltf.rl.sft` (a permutation seeded by
+    ``(seed, epoch)``). Returns one row per epoch (``sft/nll``). ``plan_text(task)``: the text of the task's
+    reference plan (travel: the solver plan's JSON, what the env's parser reads); default
+    ``str(task.reference_plan)``, an OpenAGI plan's canonical text (GRPO is OpenAGI's baseline)."""
     if planner.is_encoder_decoder:
         raise ValueError("text_finetune fine-tunes causal planners")
     model, tok = planner.model, planner.tokenizer
     tasks = list(tasks)
     prompts = encode_prompts(tok, [t.description for t in tasks], False)
-    texts = [format_plan(t.reference_plan) if plan_text is None else plan_text(t) for t in tasks]
+    texts = [str(t.reference_plan) if plan_text is None else plan_text(t) for t in tasks]
     plans = tok(texts, add_special_tokens=False)["input_ids"]
     rows = [(p, list(x) + [tok.eos_token_id]) for p, x in zip(prompts, plans)]
     steps_per_epoch = -(-len(tasks) // batch_size)

@@ -28,7 +28,7 @@ from common.config_fields import bound_errors, num
 from common.errors import UserError
 from rltf.algorithms.credit import CREDITS
 
-METHODS = ("mtp", "okr", "react", "flat")
+METHODS = ("mtp", "okr", "react", "flat")  # the travel env's (its flow domain checks the names a run gives)
 BACKEND_KINDS = ("planner", "hf", "openai")
 EVAL_SPLITS = ("train", "validation", "test")
 
@@ -187,7 +187,7 @@ class FlowSettings:
     """The model every node of the flows queries."""
     splits: list[str] = field(default_factory=lambda: ["test"])
     """The travel splits whose queries are evaluated: any of train, validation, test (hub queries re-split:
-    <hub split>:re-split:<part>, e.g. validation:re-split:test; envs/travel/hub.py)."""
+    <hub split>:re-split:<part>, e.g. validation:re-split:test; the travel env's hub split names)."""
     limit: Optional[int] = None
     """Evaluate N queries of the splits (which ones: select); null: all of them."""
     select: Literal["spread", "first"] = "spread"
@@ -236,10 +236,10 @@ class FlowSettings:
     def validate(self, section: str = "flow") -> None:
         for message in bound_errors(self, f"{section}."):
             raise FlowSettingsError(message)
-        bad = [m for m in self.methods if m not in METHODS]
+        bad = [m for m in self.methods if not (isinstance(m, str) and m.strip())]
         if bad or not self.methods:
             raise FlowSettingsError(f"bad value for '{section}.methods': {list(self.methods)!r}; expected a non-empty "
-                                    f"list drawn from {list(METHODS)}")
+                                    f"list of the env's flow methods (the travel env's: {', '.join(METHODS)})")
         bad = [s for s in self.splits if s not in EVAL_SPLITS and ":re-split:" not in str(s)]
         if bad or not self.splits:
             raise FlowSettingsError(f"bad value for '{section}.splits': {list(self.splits)!r}; expected a non-empty "

@@ -1,8 +1,8 @@
 """The run config's help: each field's help text, and the listing ``help=true`` / ``--help`` prints.
 
 Every field of the run config (:mod:`rltf.config.sections`, :mod:`rltf.config.flow` and each
-registered env's section: ``envs/openagi/config.py``, ``envs/travel/registration.py`` and
-``envs/travel/config.py``) is documented where it is declared, the way CleanRL's ``Args`` are:
+registered env's section, in the env's own package: OpenAGI's ``config.py``, travel's
+``registration.py`` and ``config.py``) is documented where it is declared, the way CleanRL's ``Args`` are:
 a string literal on the line right after the field::
 
     r: int = num(8, gt=0)

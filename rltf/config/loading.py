@@ -43,7 +43,6 @@ from common.errors import UserError
 from envs import registry as env_registry
 from envs.config import EnvConfigError, validate_section
 from envs.splitting import NON_TRAIN
-from rltf.algorithms.baselines import BASELINES
 from rltf.config.flow import FlowSettingsError
 from rltf.config.help import config_help, describe_type, field_types
 from rltf.config.sections import (
@@ -306,10 +305,10 @@ def validate_config(cfg: RunConfig) -> None:
                           "cannot be fine-tuned directly (QLoRA trains a LoRA adapter on them)")
     if p.lora.target_modules is not None and not p.lora.target_modules:
         raise ConfigError("'planner.lora.target_modules' is an empty list; expected module names or null")
-    if BASELINES[cfg.rltf.baseline].group and cfg.rltf.k_samples < 2:
-        raise ConfigError(f"'rltf.baseline' is {cfg.rltf.baseline!r} (a baseline over each task's group of K samples: "
-                          f"every advantage would be 0) but 'rltf.k_samples' is {cfg.rltf.k_samples}; expected "
-                          f"k_samples >= 2")
+    try:  # the baseline and objective with the keys they read (imports a user's objective: rltf.objective)
+        cfg.rltf.validate("rltf")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     bad_schemas = [s for s in cfg.eval.schemas if s not in EVAL_SCHEMAS]
     if bad_schemas:
         raise ConfigError(f"bad value for 'eval.schemas': {cfg.eval.schemas!r}; expected a list drawn from "
@@ -431,7 +430,8 @@ def config_differences(saved: dict | str, cfg: RunConfig) -> list[str]:
     """The training-relevant keys whose values differ between ``saved`` (a resolved config as a
     dict or YAML text) and ``cfg``, as ``key: old -> new`` lines; :data:`RESUME_SAFE_KEYS` are
     ignored, and ``rltf.steps`` too under a constant learning rate (a run may be extended)."""
-    old = _flatten(yaml.safe_load(saved) if isinstance(saved, str) else saved)
+    old = {"rltf.objective": "auto",  # (added since: a run saved without it trained as auto derives)
+           **_flatten(yaml.safe_load(saved) if isinstance(saved, str) else saved)}
     new = _flatten(yaml.safe_load(config_to_yaml(cfg)))
     safe = RESUME_SAFE_KEYS + (("rltf.steps",) if cfg.rltf.lr_schedule == "constant" == old.get("rltf.lr_schedule")
                                else ())

@@ -22,6 +22,7 @@ import torch
 from common.config_fields import num
 from envs.config import DEFAULT_ENV, as_section
 from rltf.algorithms.baselines import BASELINES
+from rltf.algorithms.choice import objective_problem
 from rltf.algorithms.objectives import RATIOS
 from rltf.config.flow import FlowSettings
 
@@ -166,6 +167,17 @@ class RltfSettings:
     temperature: float = num(1.0, gt=0)
     """Sampling temperature of the plans, also applied to the log-probabilities of the loss (below 1
     sharpens the policy's distribution, above 1 flattens it)."""
+    objective: str = "auto"
+    """The objective each update minimises (rltf/algorithms/objectives.py, docs/algorithm/adding-an-algorithm.md):
+    reinforce (one REINFORCE step per batch: loss = -mean(w * log pi_c)), clipped (update_epochs passes
+    of minibatches steps on the clipped ratio surrogate), unordered_set (k_samples DISTINCT plans per
+    task drawn without replacement, weighted by the unordered-set estimator: needs baseline
+    unordered_set), grpo (TRL's GRPO loss on rltf's exact constrained log-probs: the clipped ratio
+    even for one pass, averaged per sample, on group-normalised advantages: needs baseline grpo), or
+    package.module:callable naming your own (an ObjectiveSpec or a callable (units, rule) ->
+    Objective, imported from PYTHONPATH). auto: what baseline, update_epochs and minibatches imply
+    (unordered_set for baseline unordered_set, else reinforce for one pass of one minibatch and
+    clipped otherwise), how every config without this key trains."""
     baseline: Literal[BASELINES.names()] = "moving_average"
     """The baseline b of the advantage R - b: moving_average (the paper's Eq. 4: an exponential moving
     average of earlier batches' mean reward), per_task (one such average per task), rloo (the mean
@@ -174,7 +186,8 @@ class RltfSettings:
     group mean, unscaled) or unordered_set (the k_samples plans of a task become k_samples DISTINCT plans
     drawn without replacement from the constrained policy by stochastic beam search, weighted by the
     unordered-set estimator with its built-in baseline: unbiased, never of higher variance than one
-    sample; each distinct plan executed once; flat plans only, not flows). Table:
+    sample; each distinct plan executed once; flat plans only, not flows; the objective unordered_set,
+    which objective auto picks for it). Table:
     rltf/algorithms/baselines.py."""
     baseline_decay: float = num(0.9, ge=0, lt=1)
     """Decay of the moving averages: b <- decay * b + (1 - decay) * batch mean (unused by rloo, grpo, dr_grpo)."""
@@ -185,7 +198,7 @@ class RltfSettings:
     (with LoRA: the adapter-disabled model); 0: no penalty and no reference is kept."""
     entropy_coef: float = num(0.0, ge=0)
     """Weight of the entropy bonus: each plan's advantage is lowered by entropy_coef * log pi(plan),
-    favouring less likely plans (0: none)."""
+    favouring less likely plans (0: none; configs/default.yaml, the main job, sets 0.01)."""
     max_grad_norm: float = num(1.0, ge=0)
     """Clip the global gradient norm to this before each update (0: no clipping)."""
     eval_every: int = num(50, ge=0)
@@ -207,17 +220,18 @@ class RltfSettings:
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     """The learning rate after warm-up: constant, or decayed to 0 by rltf.steps (linear, cosine)."""
     update_epochs: int = num(1, ge=1)
-    """Passes of gradient steps over each sampled and executed batch: 1 is REINFORCE (one step per
-    batch, the paper's); more reuse the batch with the clipped ratio surrogate min(r*A, clip(r, 1 -
-    clip_eps, 1 + clip_eps)*A), r = pi_c(plan) / pi_c,old(plan) (rltf/algorithms/objectives.py). Warm-up and
-    decay count every optimizer step (steps * update_epochs * minibatches of them)."""
+    """Passes of gradient steps over each sampled and executed batch: under objective auto, 1 is
+    REINFORCE (one step per batch, the paper's) and more reuse the batch with the clipped ratio
+    surrogate min(r*A, clip(r, 1 - clip_eps, 1 + clip_eps)*A), r = pi_c(plan) / pi_c,old(plan)
+    (rltf/algorithms/objectives.py). Warm-up and decay count every optimizer step (steps *
+    update_epochs * minibatches of them)."""
     minibatches: int = num(1, ge=1)
     """Optimizer steps per pass over the batch: each process splits its plans (flows: trajectories)
     into this many minibatches, a fixed permutation of (seed, step, pass); at most tasks_per_batch *
-    k_samples / processes. More than 1 also turns on the clipped ratio surrogate."""
+    k_samples / processes. More than 1 also turns on the clipped ratio surrogate (objective auto)."""
     clip_eps: float = num(0.2, gt=0, lt=1)
-    """The clipped surrogate's range: the ratio r counts within [1 - clip_eps, 1 + clip_eps] (used when
-    update_epochs or minibatches is above 1)."""
+    """The clipped surrogate's range: the ratio r counts within [1 - clip_eps, 1 + clip_eps] (read by the
+    clipped and grpo objectives: under objective auto, when update_epochs or minibatches is above 1)."""
     ratio: Literal[RATIOS.names()] = "trajectory"
     """Flows: the ratio of a decision in the clipped surrogate: its trajectory's (the product of its
     decisions' ratios: the exact importance weight) or its own (lower variance, ignores the other
@@ -231,8 +245,21 @@ class RltfSettings:
     step's teacher-forced scoring forward, each for its own train tasks; the same rewards bit for bit
     (rltf/rl/reward_workers.py). 0: in the learner, one plan batch after the other; -1: from the cores
     (0 below 8 usable cores per process, else min(4, cores // 4)). Off with several processes (they
-    share the execution already), for other envs and for env.backend hf: an explicit count is refused.
+    share the execution already) and for an env that cannot (env.reward_workers_unsupported(): another
+    env, OpenAGI's env.backend hf): an explicit count is refused.
     Flat plans only (an agent flow, flow.enabled, executes in the learner)."""
+
+    def validate(self, prefix: str = "rltf") -> None:
+        """A group baseline's k_samples, and the choice of objective with the keys it reads
+        (:func:`rltf.algorithms.choice.objective_problem`: imports a user's objective); raises
+        ``ValueError`` with one line naming the key."""
+        if BASELINES[self.baseline].group and self.k_samples < 2:
+            raise ValueError(f"'{prefix}.baseline' is {self.baseline!r} (a baseline over each task's group of K "
+                             f"samples: every advantage would be 0) but '{prefix}.k_samples' is {self.k_samples}; "
+                             "expected k_samples >= 2")
+        problem = objective_problem(self, prefix)
+        if problem is not None:
+            raise ValueError(problem)
 
 
 @dataclass

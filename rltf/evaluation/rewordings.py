@@ -1,9 +1,9 @@
 """Robustness to wording: a planner's held-out score on the original task descriptions and on
 hand-written rewordings that keep their meaning.
 
-``envs/openagi/task_data/rewordings.json`` holds, for every held-out OpenAGI task (the validation
-and test tasks of the persisted lite and full splits), three rewordings of its description, keyed
-by the original (test data: no planner trains on them). :func:`evaluate_rewordings` runs the
+A rewordings file (OpenAGI's: ``REWORDINGS_FILE`` of its task data) holds, for every held-out task
+(OpenAGI: the validation and test tasks of the persisted lite and full splits), rewordings of its
+description, keyed by the original (test data: no planner trains on them). :func:`evaluate_rewordings` runs the
 planner's constrained beam search (the ``finetuned`` / ``rltf`` schema of the main job) on each
 task as written and on each of its rewordings — only the description changes: the task's inputs,
 target, samples and metric, hence its grammar and scoring, stay — and reports the mean score on
@@ -23,24 +23,21 @@ import numpy as np
 
 from rltf.evaluation import schemas as ev
 
-REWORDINGS_FILE = Path(__file__).resolve().parents[2] / "envs" / "openagi" / "task_data" / "rewordings.json"
 
-
-def load_rewordings(path: str | Path = REWORDINGS_FILE) -> dict[str, list[str]]:
+def load_rewordings(path: str | Path) -> dict[str, list[str]]:
     """``{original description: [rewording, ...]}``."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     return {k: list(v) for k, v in data["rewordings"].items()}
 
 
 def evaluate_rewordings(planner, env, tasks: Sequence[Any], num_beams: int,
-                        rewordings: dict[str, list[str]] | None = None) -> dict:
+                        rewordings: dict[str, list[str]]) -> dict:
     """Scores of ``planner``'s best constrained plan per task on the original descriptions and on
-    every rewording (``rewordings``: default :func:`load_rewordings`; every task must have some).
+    every rewording (``rewordings``: :func:`load_rewordings` of a file; every task must have some).
 
     Returns ``{"original": mean score, "reworded": mean over tasks of the mean over the task's
     rewordings, "same_plan": fraction of (task, rewording) pairs planned as the original,
     "per_task": [{"id", "description", "original": {plan, score}, "reworded": [{text, plan, score}]}]}``."""
-    rewordings = load_rewordings() if rewordings is None else rewordings
     missing = [t.description for t in tasks if not rewordings.get(t.description)]
     if missing:
         raise KeyError(f"no rewordings for {len(missing)} task(s), e.g. {missing[0]!r}")

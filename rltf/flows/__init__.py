@@ -31,20 +31,23 @@ Backends (:mod:`rltf.flows.backends`): ``hf`` (:class:`HFBackend`, a local trans
 :class:`constrained_decoding.protocol.Grammar`, with the exact log π_c and the decoded rows for
 :func:`rescore`), and :class:`ScriptedBackend` (canned answers, for tests).
 
-Agent flows on the travel sandbox (loaded on first use): :func:`run_mtp` (Meta-Task Planning,
-:mod:`rltf.flows.agents.mtp`), :func:`run_okr` (OKR-Agent, :mod:`rltf.flows.agents.okr`), :func:`run_react`
-(ReAct, :mod:`rltf.flows.agents.react`), :func:`run_flat` (one constrained decode, :mod:`rltf.flows.agents.flat`);
-sequential agents as generator programs (:class:`Ask`, :func:`run_program`,
-:mod:`rltf.flows.engine.program`); their evaluation, ``python -m rltf.flows.evaluate config=configs/travel-mtp.yaml``
-(:func:`evaluate_flows`, the ``flow:`` section :class:`FlowSettings`).
+Agent patterns over a domain (loaded on first use): :class:`MetaTaskPlanning` (Meta-Task Planning,
+:mod:`rltf.flows.agents.mtp`), :class:`OKRAgent` (OKR-Agent, :mod:`rltf.flows.agents.okr`),
+:class:`ReActAgent` (ReAct, :mod:`rltf.flows.agents.react`), :func:`run_flat` (one constrained decode,
+:mod:`rltf.flows.agents.flat`); what they ask of a domain, :class:`FlowDomain` (the flow methods it
+offers, :class:`FlowMethod`; :mod:`rltf.flows.agents.domain`), handed over by an env's ``flow_domain()``
+(the travel sandbox's flow plug-in); sequential agents as generator programs (:class:`Ask`,
+:func:`run_program`, :mod:`rltf.flows.engine.program`); their evaluation, ``python -m rltf.flows.evaluate
+config=configs/travel-mtp.yaml`` (:func:`evaluate_flows`, the ``flow:`` section :class:`FlowSettings`).
 
 Training a flow with RLTF: a pass is a trajectory of its constrained decisions
 (:mod:`rltf.flows.training.trajectory`), trained by :class:`rltf.flows.training.trainer.FlowRLTFTrainer` after a warm
-start on the solver's answers (:mod:`rltf.flows.training.teacher`), optionally with one LoRA adapter per role
+start on the domain's reference answers (:mod:`rltf.flows.training.teacher`), optionally with one LoRA adapter per role
 (:mod:`rltf.flows.training.roles`); the main job ``train/rltf.py config=configs/travel-mtp.yaml`` runs it all
 (:mod:`rltf.stages.flow_job`).
 
-Layering: this package uses ``constrained_decoding`` and ``envs``; they never import it.
+Layering: this package uses ``constrained_decoding`` and the env interface (``envs``); the concrete
+envs' flow plug-ins use it, never the other way round.
 """
 
 import importlib
@@ -61,12 +64,12 @@ from rltf.flows.engine.results import NodeResult, PassResult, Usage
 from rltf.flows.engine.trace import AttemptTrace, NodeTrace, PassTrace, load_trace
 
 # where each name that is not imported above lives, relative to rltf.flows: every name of the
-# backends package (its own list; the heavy backends load on first use) and the travel agent flows
+# backends package (its own list; the heavy backends load on first use) and the agent patterns
 _ELSEWHERE = {name: "backends" for name in backends.__all__} | {
     "Ask": "engine.program", "ProgramRun": "engine.program", "run_program": "engine.program",
-    "FlowRun": "agents.travel_nodes", "run_flat": "agents.flat",
-    "MetaTaskPlanning": "agents.mtp", "run_mtp": "agents.mtp", "OKRAgent": "agents.okr", "run_okr": "agents.okr",
-    "ReActAgent": "agents.react", "run_react": "agents.react", "evaluate_flows": "evaluation",
+    "FlowRun": "agents.domain", "FlowDomain": "agents.domain", "FlowMethod": "agents.domain",
+    "run_flat": "agents.flat", "MetaTaskPlanning": "agents.mtp", "OKRAgent": "agents.okr",
+    "ReActAgent": "agents.react", "evaluate_flows": "evaluation",
 }
 
 __all__ = [
@@ -78,8 +81,8 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """The backends' names (torch / transformers / openai load with their backend) and the travel
-    agent flows, on first use."""
+    """The backends' names (torch / transformers / openai load with their backend) and the agent
+    patterns, on first use."""
     if name in _ELSEWHERE:
         return getattr(importlib.import_module(f"rltf.flows.{_ELSEWHERE[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

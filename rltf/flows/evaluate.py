@@ -15,7 +15,7 @@ of them, evenly spaced or the first); each query is one pass of the method's flo
 macro, final pass,
 mean reward, tokens, seconds, nodes and constrained decisions per query; under its title a line naming the
 database, flights, queries and split), ``flow_eval.json`` (the table, that data as ``data``
-(:mod:`envs.travel.provenance`), and every query's plan, reward, violations, error, usage) and ``traces/<method>/``
+(the env's provenance line), and every query's plan, reward, violations, error, usage) and ``traces/<method>/``
 (the pass traces of the first ``flow.trace_queries`` queries). While a method runs, a bar ``flow <method>``
 counts its queries, ticked after each batch of passes (plain lines at most every 30 s with
 ``logging.progress_bar: false``). Last line:
@@ -130,7 +130,7 @@ def _validate_flow(flow: FlowSettings) -> None:
 
 
 # --------------------------------------------------------------------------------- dry run
-NODES = {
+NODES = {  # the nodes of the travel flow domain's methods, as the dry run lists them
     "mtp": [
         ("manager.route", "choice: the destination's cities in order (routes the sandbox allows)"),
         ("manager.schedule", "choice: the days the traveller moves"),
@@ -211,7 +211,7 @@ def describe_flows(cfg: RunConfig, flow: FlowSettings) -> str:
         s = {"mtp": flow.mtp, "okr": flow.okr, "react": flow.react}.get(m)
         extra = f"  ({', '.join(f'{k}={v}' for k, v in dataclasses.asdict(s).items())})" if s is not None else ""
         lines.append(f"method      {m}{extra}")
-        for name, what in NODES[m]:
+        for name, what in NODES.get(m, ()):  # (the travel patterns' nodes; another domain's methods: named only)
             if _active(flow, name):
                 lines.append(f"  node      {name:<38} {what}")
     if flow.oracle:

@@ -1,7 +1,8 @@
-"""Held-out evaluation of agent flows on the travel sandbox: every method of ``flow.methods`` on the
-held-out queries of ``flow.splits``, one pass of the method's flow per query, scored by the
-evaluator, with the exact solver's row beside them (:func:`evaluate_flows`), and the table as
-markdown (:func:`table_markdown`). The command line: :mod:`rltf.flows.evaluate`."""
+"""Held-out evaluation of agent flows (the methods of an env's flow domain, e.g. the travel sandbox's):
+every method of ``flow.methods`` on the held-out queries of ``flow.splits``, one pass of the method's
+flow per query, scored by the env, with its reference (the travel solver's) row beside them
+(:func:`evaluate_flows`), and the table as markdown (:func:`table_markdown`). The command line:
+:mod:`rltf.flows.evaluate`."""
 
 from __future__ import annotations
 
@@ -23,21 +24,23 @@ from rltf.config.flow import FlowSettings
 from rltf.config.loading import ConfigError, RunConfig
 from rltf.evaluation.data_source import data_source, with_data_line
 from rltf.flows.agents.dispatch import build_backend, run_method
-from rltf.flows.agents.travel_nodes import FlowRun
+from rltf.flows.agents.domain import FlowDomain, FlowRun, check_methods, flow_domain_of
 from rltf.flows.backends.base import BackendError
 from rltf.flows.engine.batching import PassBatch
 from rltf.run.distributed import launch_share
 from rltf.run.tracking import kept_alive, progress_bar
 
-__all__ = ["COLUMNS", "BackendFailingError", "BackendHealth", "BackendUnreachableError", "backend_calls",
-           "evaluate_flows", "evaluate_method", "held_out_ids", "select_queries", "solver_row", "table_markdown",
-           "validation_ids"]
+__all__ = ["COSTS", "BackendFailingError", "BackendHealth", "BackendUnreachableError", "backend_calls",
+           "evaluate_flows", "evaluate_method", "held_out_ids", "select_queries", "solver_row", "table_columns",
+           "table_markdown", "validation_ids"]
 
-COLUMNS = ("delivery", "commonsense micro", "commonsense macro", "hard micro", "hard macro", "final pass", "reward",
-           "tokens/query", "seconds/query", "nodes/query", "decisions/query")
-_METRIC_KEYS = {"delivery_rate": "delivery", "commonsense_micro": "commonsense micro",
-                "commonsense_macro": "commonsense macro", "hard_micro": "hard micro", "hard_macro": "hard macro",
-                "final_pass": "final pass"}
+COSTS = ("reward", "tokens/query", "seconds/query", "nodes/query", "decisions/query")
+"""The columns of every flow table after the domain's metrics (:attr:`FlowDomain.columns`)."""
+
+
+def table_columns(domain: FlowDomain) -> tuple[str, ...]:
+    """The flow table's columns: ``domain``'s metrics, then the mean reward and the per-query costs."""
+    return (*domain.columns, *COSTS)
 
 
 def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pair=None,
@@ -45,10 +48,9 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
     """Every method of ``flow.methods`` on the held-out queries (see :mod:`rltf.flows.evaluate`);
     ``backend`` / ``envs_pair`` (train, held-out) reuse what the caller built. Returns the summary
     written to ``flow_eval.json``."""
-    if cfg.env.name != "travel":
-        raise ConfigError(f"the flows plan on the travel sandbox: set env.name=travel (got {cfg.env.name!r})")
     started = time.perf_counter()
     train, held = envs_pair if envs_pair is not None else env_factory.make_train_and_held_out(cfg.env)
+    check_methods(flow_domain_of(held, cfg.env.name), flow.methods, cfg.env.name)  # the env offers them
     ids = held_out_ids(cfg, flow, held)
     if backend is None:
         backend = build_backend(cfg, flow, train)
@@ -319,7 +321,7 @@ def held_out_ids(cfg: RunConfig, flow: FlowSettings, env) -> list[int]:
     """The held-out queries of ``flow.splits`` (the persisted split) with ``flow.days``, ``flow.limit`` of them."""
     parts = env_factory.split_ids(cfg.env)
     unknown = [s for s in flow.splits if s not in parts]
-    if unknown:  # hub queries re-split: the parts are <hub split>:re-split:<part> (envs/travel/hub.py)
+    if unknown:  # hub queries re-split: the parts are <hub split>:re-split:<part> (the travel env's hub queries)
         raise ConfigError(f"flow.splits names {unknown}, not a split of this env config; its splits are "
                           f"{', '.join(parts)}")
     ids = [i for s in dict.fromkeys(flow.splits) for i in parts[s]]
@@ -327,7 +329,7 @@ def held_out_ids(cfg: RunConfig, flow: FlowSettings, env) -> list[int]:
         ids = [i for i in ids if env.get_query(i).days in flow.days]
     ids = select_queries(ids, flow.limit, flow.select)
     if not ids:
-        raise ConfigError(f"no held-out query in {flow.splits} with days {flow.days or cfg.env.travel.days}")
+        raise ConfigError(f"no held-out query in {flow.splits}" + (f" with days {flow.days}" if flow.days else ""))
     return ids
 
 
@@ -352,10 +354,10 @@ def select_queries(ids: Sequence[int], limit: int | None, select: str = "spread"
 
 
 def _score(env, ids: list[int], plans: dict[int, Any], records: list[dict]) -> tuple[dict[str, float], list[dict]]:
+    domain = flow_domain_of(env)
     pairs = [(i, plans[i] if plans[i] is not None else "") for i in ids]
-    m = env.metrics(pairs)
+    row = dict(domain.metrics(env, pairs))
     results = env.reward_plans(pairs)
-    row = {_METRIC_KEYS[k]: float(m[k]) for k in _METRIC_KEYS}
     n = max(1, len(ids))
     row["reward"] = sum(r.reward for r in results) / n
     row["tokens/query"] = sum(r["tokens"] for r in records) / n
@@ -364,22 +366,24 @@ def _score(env, ids: list[int], plans: dict[int, Any], records: list[dict]) -> t
     row["decisions/query"] = sum(r["decisions"] for r in records) / n
     for rec, res in zip(records, results):
         rec["reward"] = res.reward
-        rec["final_pass"] = res.evaluation.final_pass
-        rec["violations"] = res.evaluation.violations()
+        rec["final_pass"] = domain.passed(res)
+        rec["violations"] = domain.violations(res)
     return row, records
 
 
 def table_markdown(rows: dict[str, dict[str, float]], title: str, *, failed: dict[str, list] | None = None,
                    n_queries: int | None = None) -> str:
-    """The table; ``failed`` (method -> the queries its backend failed, scored 0) marks those rows
+    """The table (its columns: the rows' keys, :func:`table_columns`); ``failed`` (method -> the queries
+    its backend failed, scored 0) marks those rows
     (``mtp (backend failed 5/6)``) and lists the queries below the table."""
     failed = failed or {}
-    head = "| method | " + " | ".join(COLUMNS) + " |"
-    sep = "|---|" + "---:|" * len(COLUMNS)
+    columns = list(next(iter(rows.values()), {}))  # every row's: the domain's metrics, then COSTS
+    head = "| method | " + " | ".join(columns) + " |"
+    sep = "|---|" + "---:|" * len(columns)
     lines = [f"### {title}", "", head, sep]
     for name, r in rows.items():
         cells = [f"{r[c]:.0f}" if c == "tokens/query" else f"{r[c]:.2f}" if c.endswith("/query") else f"{r[c]:.4f}"
-                 for c in COLUMNS]
+                 for c in columns]
         mark = f" (backend failed {len(failed[name])}/{n_queries or '?'})" if failed.get(name) else ""
         lines.append(f"| {name}{mark} | " + " | ".join(cells) + " |")
     if failed:

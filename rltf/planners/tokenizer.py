@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from envs.openagi.corpus import default_texts
-from envs.openagi.tools import OPENAGI_TOOLS
+from envs import registry
+from envs.config import DEFAULT_ENV
 
 if TYPE_CHECKING:
     from envs.protocol import RLTFEnv
@@ -36,10 +36,18 @@ _SYNTAX = r"▁?[(),?]"
 
 
 def default_tokenizer_texts() -> list[str]:
-    """What the embedded tokenizer is trained on when the caller passes nothing: OpenAGI's texts
-    (:func:`envs.openagi.corpus.default_texts`: the descriptions of the TRAIN tasks of both suites,
-    every reference plan, the tool names with their one-line descriptions)."""
-    return default_texts()
+    """What the embedded tokenizer is trained on when the caller passes nothing: the default env's
+    texts (its :attr:`envs.registry.EnvSpec.tokenizer_texts`; OpenAGI's: the descriptions of the TRAIN
+    tasks of both suites, every reference plan, the tool names with their one-line descriptions)."""
+    texts = registry.spec(DEFAULT_ENV).tokenizer_texts
+    return list(texts()) if texts is not None else []
+
+
+def default_tokenizer_words() -> list[str]:
+    """The strings every embedded tokenizer keeps as whole pieces unless its caller says otherwise: the
+    default env's :attr:`envs.registry.EnvSpec.tokenizer_words` (OpenAGI's tool names)."""
+    words = registry.spec(DEFAULT_ENV).tokenizer_words
+    return list(words()) if words is not None else []
 
 
 def tokenizer_texts_for(env: RLTFEnv) -> list[str]:
@@ -55,13 +63,13 @@ def train_plan_tokenizer(texts: Iterable[str], vocab_size: int = 2000,
     """Train a T5-style tokenizer on ``texts`` (deterministic: same texts -> same vocabulary).
 
     ``vocab_size`` is a maximum: a small corpus gives fewer tokens (``len(tokenizer)``).
-    ``required`` strings (default: every OpenAGI tool name) are added to the corpus so they are
-    always covered by whole-word pieces."""
+    ``required`` strings (default: :func:`default_tokenizer_words`, every OpenAGI tool name) are added
+    to the corpus so they are always covered by whole-word pieces."""
     if vocab_size < len(SPECIAL_TOKENS) + len(ALPHABET):
         raise ValueError(f"vocab_size={vocab_size} is too small: the special tokens and the ASCII alphabet "
                          f"alone need {len(SPECIAL_TOKENS) + len(ALPHABET)}")
     if required is None:
-        required = [t.name for t in OPENAGI_TOOLS]
+        required = default_tokenizer_words()
     corpus = [t for t in texts if t] + list(required)
     if not corpus:
         raise ValueError("train_plan_tokenizer needs at least one non-empty text")

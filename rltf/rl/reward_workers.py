@@ -7,9 +7,10 @@ the metrics, ~70% of its CPU), and the step's teacher-forced scoring forward (st
 reference's); the rewards are collected before the loss weights need them.
 
 * **The same rewards, bit for bit.** The env's random draw (which of a task's samples its plans are
-  scored on: ``draw.env_rng``) is made in the learner, exactly as :meth:`OpenAGIEnv.reward_plans`
-  makes it (:func:`envs.openagi.split_rewards.drawn_samples`); a worker scores each plan on its task
-  cut to those samples, which draws nothing. Every task belongs to one worker for the whole run
+  scored on: ``draw.env_rng``) is made in the learner, exactly as the env's ``reward_plans`` makes it
+  (``env.drawn_samples``); a worker scores each plan on its task cut to those samples
+  (``env.cut_task``), which draws nothing. An env says whether it can (``env.reward_workers_unsupported``,
+  :mod:`envs.protocol`: OpenAGI's lite backend can). Every task belongs to one worker for the whole run
   (the train tasks dealt round-robin), so a task's executions, cached expert outputs and cached
   scores live in one process and follow the same sequence of calls as in the learner; a (task,
   sample, plan) score depends on nothing else (sample uids are per task). What is process-wide
@@ -20,7 +21,8 @@ reference's); the rewards are collected before the loss weights need them.
   env from its config), tasks, caches, loaded metric models. Fork once torch has run threads is safe
   here because the children never run a parallel region: the first thing a worker does is set torch's
   and the BLAS pools' threads to 1 (DataLoader workers' pattern), it never touches a GPU (the pool is
-  for CPU experts: refused with ``env.backend: hf``), and it only calls the env.
+  for CPU experts: an env whose experts run on a GPU, OpenAGI's ``env.backend: hf``, refuses it), and it
+  only calls the env.
 * **Faults.** An expert that raises inside the env fails its samples as in the learner (the results
   carry the errors; the trainer's ``env.expert_failures`` warnings and ``train/expert_error_rate``
   see them). An exception that escapes the env in a worker, or a worker that dies, stops the step
@@ -30,15 +32,14 @@ reference's); the rewards are collected before the loss weights need them.
   or the interpreter exits (the workers are daemons; one also exits when the learner's end of its
   pipe closes).
 * **Several accelerate processes**: the pool is off (they already share the execution by sample:
-  :func:`envs.openagi.split_rewards.split_reward_plans`); ``-1`` resolves to 0 and an explicit count
-  is refused.
+  OpenAGI's ``env.split_reward_plans``); ``-1`` resolves to 0 and an explicit count is refused.
 
-Caveats of "bit for bit": the learner on one torch/BLAS thread (the workers run on one; float sums of
-several threads may be ordered otherwise); no expert failures in a row (the registry's record of a
-tool's failures, :class:`envs.openagi.registry.ToolHealth`, is per process: with failures the retries
-may differ); MiniLM text embeddings are cached per process by text, and one computed in another
-batch (another worker's task, the learner's validation) may differ by ~1e-8
-(:mod:`envs.openagi.split_rewards` has the same caveat).
+Caveats of "bit for bit" (OpenAGI's): the learner on one torch/BLAS thread (the workers run on one; float
+sums of several threads may be ordered otherwise); no expert failures in a row (the tool registry's
+record of a tool's failures is per process: with failures the retries may differ); MiniLM text
+embeddings are cached per process by text, and one computed in another batch (another worker's task,
+the learner's validation) may differ by ~1e-8 (OpenAGI's sharing of a step's execution between
+processes has the same caveat).
 
 ``-1`` (the default) picks the count from the cores: 0 below :data:`AUTO_MIN_CORES` usable cores per
 process, else ``min(AUTO_MAX, cores // 4)`` (a 16-core GPU machine: 4). Below 8 cores the default stays
@@ -62,7 +63,7 @@ from multiprocessing.connection import wait
 import numpy as np
 
 from common.errors import UserError
-from envs.openagi.split_rewards import cut_task, drawn_samples
+from envs.protocol import RLTFEnv
 
 AUTO_MIN_CORES = 8
 AUTO_MAX = 4
@@ -81,9 +82,10 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def resolve_workers(setting: int, env, backend: str, num_processes: int, cores: int | None = None) -> int:
-    """The pool size for ``rltf.reward_workers = setting`` (-1: from the cores; see the module
-    docstring); an explicit count the run cannot use raises :class:`RewardWorkersError` naming why."""
+def resolve_workers(setting: int, env: RLTFEnv, num_processes: int, cores: int | None = None) -> int:
+    """The pool size for ``rltf.reward_workers = setting`` on ``env`` (-1: from the cores; see the module
+    docstring); an explicit count the run cannot use raises :class:`RewardWorkersError` naming why
+    (several processes, the env's ``reward_workers_unsupported()``, no fork)."""
     if setting < -1:
         raise RewardWorkersError(f"rltf.reward_workers={setting}: expected -1 (from the cores), 0 (in the learner) "
                                  "or a count of workers")
@@ -91,10 +93,8 @@ def resolve_workers(setting: int, env, backend: str, num_processes: int, cores: 
     if num_processes > 1:
         why = (f"{num_processes} processes share the execution by sample already (each its own part of every "
                "step's plans)")
-    elif not (hasattr(env, "samples_for") and hasattr(env, "split_reward_plans")):
-        why = f"the {type(env).__name__} env does not draw its plans' sample subsets the way workers replay them"
-    elif backend != "lite":
-        why = f"env.backend={backend} runs its experts on the GPU, which a forked worker cannot use"
+    elif (unsupported := env.reward_workers_unsupported()) is not None:
+        why = unsupported
     elif "fork" not in mp.get_all_start_methods():
         why = "this platform cannot fork the learner"
     if setting == -1:
@@ -135,7 +135,7 @@ class RewardWorkers:
         """Send step ``step``'s (task, plan) pairs to their tasks' workers, the env's draw of their
         sample subsets made here from ``rng``; returns the function that collects the results."""
         tasks = [self.env.get_task(t) for t, _ in pairs]
-        subsets = drawn_samples(self.env, tasks, rng)
+        subsets = self.env.drawn_samples(tasks, rng)
         items: list[list] = [[] for _ in range(self.workers)]
         for j, (task, (_, plan)) in enumerate(zip(tasks, pairs)):
             items[self.owner.get(task.id, task.id % self.workers)].append((j, task.id, plan))
@@ -273,7 +273,7 @@ def _pairs(env, items: list) -> list:
     cuts: dict[int, object] = {}
     for tid, subset, _ in items:
         if tid not in cuts:
-            cuts[tid] = cut_task(env.get_task(tid), subset)
+            cuts[tid] = env.cut_task(env.get_task(tid), subset)
     return [(cuts[tid], plan) for tid, _, plan in items]
 
 
@@ -282,7 +282,7 @@ def _culprit(env, items: list, exc: BaseException) -> str:
     what = f"{type(exc).__name__}: {_clip(str(exc))}"
     for tid, subset, plan in items:
         try:
-            env.reward_plans([(cut_task(env.get_task(tid), subset), plan)])
+            env.reward_plans([(env.cut_task(env.get_task(tid), subset), plan)])
         except BaseException as alone:  # noqa: BLE001
             return (f"executing task {tid}'s plan {_plan_text(env, plan)!r} raised "
                     f"{type(alone).__name__}: {_clip(str(alone))}")

@@ -9,13 +9,13 @@ they sample and how they score it; around that they run the same maths, written 
   seeds of the sampler and the env;
 * :func:`loss_weights` — the REINFORCE weight of every sample: advantage against the baseline over
   ALL processes' rewards, the entropy and KL regularisers, the optional normalisation;
-* (the update: :func:`rltf.rl.update.policy_update`, REINFORCE or the clipped epochs, whole or
-  chunked, one function for both trainers);
+* (the update: :func:`rltf.rl.update.policy_update`, the run's objective entry over the batch,
+  ``rltf.objective``, whole or chunked, one function for both trainers);
 * :func:`step_metrics` — the row every step logs (each trainer adds its own keys).
 
 What the step reads and writes between steps (optimizer, schedule, baseline, KL reference, step
-count) is a :class:`rltf.rl.training_state.TrainingState`; the trainers' common skeleton (the loop,
-checkpoints, the selected planner) is :class:`rltf.rl.trainer.Trainer`.
+count) is a :class:`rltf.rl.training_state.TrainingState`, which also runs the loop, the checkpoints and
+the selected planner; :class:`rltf.rl.training_state.Trainer` is the protocol both trainers meet.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from rltf.algorithms.baselines import Baseline, SetDraws, normalize
+from rltf.algorithms.choice import draws_distinct_plans
 from rltf.algorithms.unordered_set import set_estimate
 from rltf.run.distributed import gather_objects, launch_share
 
@@ -98,9 +99,9 @@ def task_shard(task_ids: list[int], process_index: int, num_processes: int) -> l
 # ------------------------------------------------------------------------------ the rewards
 def execute(env, pairs: list, rng: np.random.Generator, accelerator) -> list:
     """The env's results for this process's (task, plan) pairs (``env.reward_plans``). With several
-    processes, an env that splits its execution by sample (``env.split_reward_plans``, OpenAGI's:
-    :mod:`envs.openagi.split_rewards`) has every process execute its own samples of every process's
-    plans, so no process waits for the one whose tasks cost most; the rewards are the same."""
+    processes, an env that splits its execution by sample (``env.split_reward_plans``, OpenAGI's) has
+    every process execute its own samples of every process's plans, so no process waits for the one
+    whose tasks cost most; the rewards are the same."""
     split = getattr(env, "split_reward_plans", None)
     if accelerator.num_processes == 1 or split is None:
         return env.reward_plans(pairs, rng=rng)
@@ -131,11 +132,12 @@ def loss_weights(rewards: np.ndarray, task_ids: np.ndarray, logp: np.ndarray, kl
     rewards. The baseline and the std see the whole global batch, so the weights are the same however
     the batch is sharded (shards are equal: tasks_per_batch % processes == 0). Updates ``baseline``.
 
-    A baseline over a draw without replacement (``unordered_set``; ``complete``: per plan, whether its
-    task's set holds every valid plan) weights the regularisers like the reward: they are folded into
+    Plans drawn without replacement (:func:`~rltf.algorithms.choice.draws_distinct_plans`: the
+    ``unordered_set`` objective; ``complete``: per plan, whether its task's set holds every valid
+    plan) are weighted by the set's baseline, which weights the regularisers like the reward: they are folded into
     R first (R − c_H·log π_c − c_KL·KL is the score the estimator weights), and ``logp`` must be log π_c
     as the plans were drawn."""
-    if baseline.spec.without_replacement:
+    if draws_distinct_plans(rl):
         return _set_weights(rewards, task_ids, logp, kl, baseline, rl, complete)
     all_rewards = gather(accelerator, np.asarray(rewards, dtype=np.float64))
     all_ids = gather(accelerator, np.asarray(task_ids, dtype=np.float64)).astype(int)

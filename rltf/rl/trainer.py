@@ -1,13 +1,15 @@
 """RLTF: REINFORCE with a baseline on plans sampled from the constrained policy π_c (optionally
-several clipped-ratio updates per batch).
+several clipped-ratio updates per batch, or another objective entry: ``rltf.objective``).
 
 One step, top to bottom (:meth:`RLTFTrainer.train_step`):
 
 1. draw ``tasks_per_batch`` train tasks (each process its share, from its own fixed part of the
    tasks: :func:`rltf.rl.steps.draw_step`);
-2. sample ``k_samples`` plans per task from π_c — the constrained, renormalised distribution (with
-   the ``unordered_set`` baseline: ``k_samples`` *distinct* plans drawn without replacement by
-   stochastic beam search, all of a task's valid plans when it has fewer);
+2. sample ``k_samples`` plans per task from π_c — the constrained, renormalised distribution (when
+   the objective draws distinct plans, :func:`rltf.algorithms.choice.draws_distinct_plans`: the
+   ``unordered_set`` objective, which ``rltf.baseline: unordered_set`` picks, ``k_samples``
+   *distinct* plans drawn without replacement by stochastic beam search, all of a task's valid plans
+   when it has fewer);
 3. execute them in the environment (cached): reward R in [0, 1] per plan (and the env's report of
    the experts that failed: ``env.expert_failures``); with several processes an env that can
    (OpenAGI's) shares the execution by sample (:func:`rltf.rl.steps.execute`); with
@@ -22,13 +24,16 @@ One step, top to bottom (:meth:`RLTFTrainer.train_step`):
    baseline (the paper's moving average by default) over the rewards of ALL processes, plus
    optional regularisers folded in as score-function terms — an entropy bonus −c_H·log π_c(plan)
    and a KL penalty −c_KL·(log π_c(plan) − log π_ref(plan)) to the policy RLTF started from —
-   optionally scaled to unit std over all processes;
+   optionally scaled to unit std over all processes (distinct plans: the unordered-set
+   estimator's weights);
 6. the update (:func:`rltf.rl.update.policy_update`, the one update rule of both trainers, a plan
-   being one decision per sample): backward, average gradients over processes, clip, step
-   (through :class:`rltf.run.distributed.Sharding`: replicated parameters are averaged explicitly;
-   FSDP reduce-scatters them itself):
+   being one decision per sample): the objective entry (``rltf.objective``,
+   :mod:`rltf.algorithms.objectives`) gives each minibatch's loss; backward, average gradients over
+   processes, clip, step (through :class:`rltf.run.distributed.Sharding`: replicated parameters are
+   averaged explicitly; FSDP reduce-scatters them itself). With ``rltf.objective: auto`` (the
+   default):
 
-   * ``rltf.update_epochs = minibatches = 1`` (default): REINFORCE, one step on
+   * ``rltf.update_epochs = minibatches = 1``: REINFORCE, one step on
      loss = −mean(weight · log π_c(plan));
    * otherwise ``update_epochs`` passes over the batch, each cut into ``minibatches``
      (:func:`rltf.rl.update.minibatches`), one step per minibatch on the clipped surrogate
@@ -37,13 +42,15 @@ One step, top to bottom (:meth:`RLTFTrainer.train_step`):
      log π_c,old the values of 4 (the same scorer, before any update; the first minibatch reuses
      them, so its r is exactly 1 and its step is REINFORCE's). The loss weights, KL and entropy
      terms stay those of the sampling policy. With one pass and one minibatch r ≡ 1 and the
-     surrogate's gradient is REINFORCE's: the first branch is that case, computed directly.
+     surrogate's gradient is REINFORCE's: the first case is that one, computed directly.
 
 Everything random in a step is a pure function of ``(seed, step, process)`` — the task draw, the
 env's sample subset and the decoder's generator, which lives on the model's device — so a run
 resumed from a checkpoint continues exactly as the uninterrupted run would have. The optimizer,
-baseline, KL reference, loop and checkpoints are a :class:`rltf.rl.training_state.TrainingState`,
-run by the :class:`rltf.rl.training_state.Trainer` this trainer extends.
+baseline, KL reference, step count, loop and checkpoints are the trainer's
+:class:`rltf.rl.training_state.TrainingState` (held, not inherited: ``self.state``, which runs
+:meth:`RLTFTrainer.train_step` in its loop); the trainer meets the
+:class:`rltf.rl.training_state.Trainer` protocol the train stage runs.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ from constrained_decoding.decode import sample_plans
 from constrained_decoding.encoder_memo import EncoderMemo
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.without_replacement import sample_distinct_plans
+from rltf.algorithms.choice import draws_distinct_plans
 from rltf.rl.reward_workers import RewardWorkers, resolve_workers
 from rltf.rl.steps import StepBatch, draw_step, execute, loss_weights, step_metrics
 from rltf.rl.training_state import Selection, TrainingState
@@ -76,8 +84,7 @@ class RLTFTrainer:
         self.train_ids = [t.id for t in env.tasks()]
         self.last_batch: StepBatch | None = None  # what the last step sampled and learned from
         # the pool executing the plans while step 4 runs (rltf.reward_workers; 0: in this process)
-        self.reward_workers = resolve_workers(self.rl.reward_workers, env, getattr(cfg.env, "backend", "lite"),
-                                              accelerator.num_processes)
+        self.reward_workers = resolve_workers(self.rl.reward_workers, env, accelerator.num_processes)
         self._pool: RewardWorkers | None = None  # forked at the first step that executes plans
 
     # ------------------------------------------------------------------------------ one step
@@ -94,12 +101,12 @@ class RLTFTrainer:
         grammars = [env.grammar(tokenizer, t) for t in tasks]  # the env's valid plans
 
         # 2. K plans per task sampled from the constrained policy (distinct ones, without replacement,
-        #    for a baseline that weights a set: then complete = the set holds all of the task's plans)
+        #    for an objective that weights a set: then complete = the set holds all of the task's plans)
         self.model.eval()  # no dropout: sampling and scoring evaluate the same function
         memo = self._encoder_memo()  # (encoder-decoder) each prompt's encoder pass, shared by 2 and 4
         complete = None
         with sharding.gathered(self.model):
-            if state.baseline.spec.without_replacement:
+            if draws_distinct_plans(rl):
                 sets = sample_distinct_plans(self.model, tokenizer, prompts, grammars, rl.k_samples, rl.temperature,
                                              seed=draw.sample_seed, encoder_memo=memo)
                 decoded = [s.plans for s in sets]
@@ -130,8 +137,8 @@ class RLTFTrainer:
         weights = loss_weights(rewards, np.array(ids), logp_d.numpy(), kl.numpy(), state.baseline, rl, acc, complete)
         shaped = torch.as_tensor(weights.shaped, dtype=torch.float32)
 
-        # 6. update: REINFORCE or the clipped epochs (a non-finite loss or gradient norm stops the run
-        #    with the step named, or skips the update)
+        # 6. update: the objective entry over the batch's passes (a non-finite loss or gradient norm
+        #    stops the run with the step named, or skips the update)
         applied = policy_update(logp, shaped, len(plans), score, rl, state.updater, seed=self.cfg.seed, step=state.step)
         state.step += 1  # the step is done, applied or skipped
         texts = [r.plan_text for r in results]  # (the env formatted each valid plan once)

@@ -10,16 +10,21 @@ plan is the case "one decision per sample", ``owner`` None) — with
   :func:`rltf.rl.steps.loss_weights`; per decision after ``flow.credit``);
 * ``score(rows)``: those units' log π_c under the weights as they are now, with gradients.
 
-The objective (:mod:`rltf.algorithms.objectives`, :func:`~rltf.algorithms.objectives.objective_name`):
+The objective is the run's entry (``rltf.objective``, :func:`rltf.algorithms.choice.objective_of`):
+its loss is computed on each minibatch's :class:`~rltf.algorithms.objectives.Units` (log π_c now,
+log π_c,old, the weights), and nothing here depends on which entry it is. The passes are generic:
 
-* ``reinforce`` (``rltf.update_epochs = minibatches = 1``): one optimizer step on
-  loss = −Σ_units w·log π_c / samples (flat plans: −mean(w·log π_c));
-* ``clipped``: ``update_epochs`` passes over the samples, each cut into ``minibatches``
-  (:func:`minibatches`), one step per minibatch on loss = −Σ_units min(r·w, clip(r, 1 − ε, 1 + ε)·w)
-  / samples of the minibatch, r the unit's ratio π_c / π_c,old (``rltf.ratio``: its trajectory's or
-  its own, :data:`~rltf.algorithms.objectives.RATIOS`), log π_c re-scored by ``score``, log π_c,old
-  the values of ``logp``; the first minibatch reuses ``logp`` itself (no update has run), so its r
-  is exactly 1 and its step is REINFORCE's.
+* ``rltf.update_epochs = minibatches = 1``: one optimizer step on every unit, in order; log π_c is
+  ``logp`` itself and log π_c,old its values (r ≡ 1). The ``reinforce`` entry (``auto``'s choice
+  here) is loss = −Σ_units w·log π_c / samples (flat plans: −mean(w·log π_c));
+* otherwise ``update_epochs`` passes over the samples, each cut into ``minibatches``
+  (:func:`minibatches`), one step per minibatch: log π_c re-scored by ``score``, log π_c,old the
+  values of ``logp``; the first minibatch reuses ``logp`` itself (no update has run), so its r is
+  exactly 1. The ``clipped`` entry (``auto``'s choice here) is loss = −Σ_units min(r·w, clip(r, 1 −
+  ε, 1 + ε)·w) / samples of the minibatch, r the unit's ratio (``rltf.ratio``: its trajectory's or
+  its own, :data:`~rltf.algorithms.objectives.RATIOS`), and its first step is REINFORCE's.
+
+What an entry logs is averaged over each pass's minibatches: ``train/epoch<n>/<name>``.
 
 Whole or chunked (``chunk`` = ``flow.score_batch``): a chunked loss is built on a leaf holding the
 units' values and its backward runs ``chunk`` units at a time (:meth:`Updater.apply_in_chunks`: the
@@ -42,7 +47,8 @@ import numpy as np
 import torch
 
 from common.errors import UserError
-from rltf.algorithms.objectives import OBJECTIVES, RATIOS, objective_name
+from rltf.algorithms.choice import objective_of
+from rltf.algorithms.objectives import Units
 from rltf.rl.steps import Update, gather
 from rltf.run.distributed import Sharding, advance_schedule
 
@@ -56,7 +62,7 @@ class Applied(NamedTuple):
 
     update: Update  # the step's updates as one (:func:`combined`)
     loss: torch.Tensor  # the (last minibatch's) loss
-    passes: dict[str, float]  # clipped: train/epoch<n>/clip_fraction and approx_kl of every pass
+    passes: dict[str, float]  # train/epoch<n>/<name>: what the objective logged, each pass's mean
 
 
 # --------------------------------------------------------------------------- one optimizer step
@@ -168,9 +174,10 @@ def policy_update(logp: torch.Tensor, weights: torch.Tensor, samples: int, score
                   chunk: int | None = None) -> Applied:
     """The step's optimizer steps (see the module docstring): ``logp`` and ``weights`` per unit,
     ``samples`` the number of samples, ``owner`` each unit's sample (None: one unit per sample),
-    ``score(rows)`` the units' log π_c now with gradients; ``rule`` has ``update_epochs``,
-    ``minibatches``, ``clip_eps`` and ``ratio`` (``rltf.``); ``chunk`` (``flow.score_batch``): ``logp``
-    holds values and every backward runs ``chunk`` units at a time; ``step``: the steps done before."""
+    ``score(rows)`` the units' log π_c now with gradients; ``rule`` has ``objective``, ``baseline``,
+    ``update_epochs``, ``minibatches`` and what the objective reads (``clip_eps``, ``ratio``: ``rltf.``);
+    ``chunk`` (``flow.score_batch``): ``logp`` holds values and every backward runs ``chunk`` units at a
+    time; ``step``: the steps done before."""
     def apply(loss: torch.Tensor, leaf: torch.Tensor, rows: list[int]) -> Update:
         if chunk is None:
             return updater.apply(loss, step)
@@ -181,32 +188,32 @@ def policy_update(logp: torch.Tensor, weights: torch.Tensor, samples: int, score
             parts = [score(rows[lo : lo + chunk]) for lo in range(0, len(rows), chunk)]
         return torch.cat(parts) if parts else logp.new_zeros(0)
 
+    objective = objective_of(rule).loss
     if chunk is not None:
         logp = logp.detach().requires_grad_(True)  # the leaf the loss is built on
-    if objective_name(rule.update_epochs, rule.minibatches) == "reinforce":  # one step on the batch
-        loss = -OBJECTIVES["reinforce"](logp, weights).sum() / max(1, samples)
-        return Applied(apply(loss, logp, list(range(len(logp)))), loss, {})
-
     old = logp.detach()
-    log_ratio_of, clipped = RATIOS.lookup(rule.ratio), OBJECTIVES["clipped"]
+    whole = rule.update_epochs == 1 and rule.minibatches == 1  # one step on the batch as sampled (r ≡ 1)
     done: list[Update] = []
     passes: dict[str, float] = {}
     for epoch in range(rule.update_epochs):
-        clip_fractions, kls = [], []
-        for chosen in minibatches(samples, rule.minibatches, seed, step, epoch):
-            rows = (torch.as_tensor(chosen) if owner is None else
-                    torch.nonzero(torch.isin(owner, torch.as_tensor(chosen, device=owner.device))).flatten())
-            listed = rows.tolist()
-            if not done:  # no update yet: the values of step 4 (r = 1 exactly)
-                now = old[rows].clone().requires_grad_(True) if chunk is not None else logp[rows]
-            else:  # re-scored with the weights as they are now
-                now = values(listed).requires_grad_(True) if chunk is not None else score(listed)
-            log_ratio = log_ratio_of(now, old[rows], None if owner is None else owner[rows], samples)
-            surrogate = clipped(log_ratio, weights[rows], rule.clip_eps)
-            loss = -surrogate.objective.sum() / len(chosen)
-            done.append(apply(loss, now, listed))
-            clip_fractions.append(surrogate.clip_fraction)
-            kls.append(surrogate.approx_kl)
-        passes[f"train/epoch{epoch + 1}/clip_fraction"] = float(np.mean(clip_fractions))
-        passes[f"train/epoch{epoch + 1}/approx_kl"] = float(np.mean(kls))
+        logged: dict[str, list[float]] = {}
+        for chosen in [None] if whole else minibatches(samples, rule.minibatches, seed, step, epoch):
+            if chosen is None:  # every unit, in order
+                units = Units(logp, old, weights, samples, owner, samples)
+                listed = list(range(len(logp)))
+            else:
+                rows = (torch.as_tensor(chosen) if owner is None else
+                        torch.nonzero(torch.isin(owner, torch.as_tensor(chosen, device=owner.device))).flatten())
+                listed = rows.tolist()
+                if not done:  # no update yet: the values of step 4 (r = 1 exactly)
+                    now = old[rows].clone().requires_grad_(True) if chunk is not None else logp[rows]
+                else:  # re-scored with the weights as they are now
+                    now = values(listed).requires_grad_(True) if chunk is not None else score(listed)
+                units = Units(now, old[rows], weights[rows], len(chosen), None if owner is None else owner[rows],
+                              samples)
+            loss, logs = objective(units, rule)
+            done.append(apply(loss, units.logp, listed))
+            for key, value in logs.items():
+                logged.setdefault(key, []).append(value)
+        passes.update({f"train/epoch{epoch + 1}/{key}": float(np.mean(v)) for key, v in logged.items()})
     return Applied(combined(done), loss, passes)

@@ -20,16 +20,12 @@ import torch
 
 import envs
 from envs.config import EnvConfigError
+from rltf.algorithms.choice import objective_label
 from rltf.config.loading import ConfigError, RunConfig, load_config
 from rltf.planners.loading import check_kl_reference
 from rltf.planners.named import describe_named
 from rltf.planners.source import PlannerSource, SourceKind, resolve_planner_source
 from rltf.run.checkpoint import check_fresh_run_folder
-
-# Exhaustive plan search is only affordable with the offline zoo; on the full grammar a VQA task
-# alone has millions of valid plans (enumerate_plans under SUITE_LIMITS["full"]).
-_ORACLE_NOTE = ("eval.schemas includes 'oracle' (exhaustive plan search): the full suite has up to "
-                "~6 million valid plans per task, far too many to execute with hub experts; drop it")
 
 
 def _planner_lines(cfg: RunConfig, source: PlannerSource) -> list[str]:
@@ -130,14 +126,12 @@ def _training_lines(cfg: RunConfig) -> list[str]:
     lines.append(f"rltf        {r.steps} steps x {r.tasks_per_batch} tasks x {r.k_samples} sampled plans, lr {r.lr:g} "
                  f"({r.lr_schedule}, warmup {r.warmup_steps}), baseline {r.baseline}, kl {r.kl_coef:g}, "
                  f"entropy {r.entropy_coef:g}, grad clip {r.max_grad_norm:g}; "
-                 + ("one REINFORCE update per batch" if r.update_epochs == 1 == r.minibatches else
-                    f"{r.update_epochs} passes x {r.minibatches} minibatches per batch, clipped ratio "
-                    f"(eps {r.clip_eps:g}, per {r.ratio})")
+                 + f"objective {objective_label(r)}, {r.update_epochs} pass(es) x {r.minibatches} minibatch(es) per "
+                 f"batch (clip eps {r.clip_eps:g}, ratio per {r.ratio})"
                  + f"; reports the {'best-on-validation' if r.select == 'best_validation' else 'last'} planner")
     lines.append(f"eval        schemas {', '.join(ev.schemas)} on {', '.join(ev.splits)}; {ev.num_beams} beams, "
                  f"{ev.few_shot_k}-shot prompts")
-    if cfg.env.name == "openagi" and cfg.env.suite == "full" and "oracle" in ev.schemas:
-        lines.append(f"            warning: {_ORACLE_NOTE}")
+    lines += [f"            warning: {note}" for note in envs.evaluation_warnings(cfg.env, ev.schemas)]
     lines.append(f"logging     {cfg.logging.report_to}, every {cfg.logging.log_every} steps")
     return lines
 

@@ -32,14 +32,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rltf.algorithms.baselines import BASELINES
+from rltf.algorithms.choice import draws_distinct_plans, objective_label
 from rltf.config.loading import ConfigError, RunConfig
 from rltf.evaluation.data_source import data_source, with_data_line
+from rltf.flows.agents.domain import FlowDomain, check_methods, flow_domain_of
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend
 from rltf.flows.evaluate import describe_flows
 from rltf.flows.evaluation import (
-    COLUMNS,
     evaluate_method,
     held_out_ids,
     select_queries,
@@ -59,36 +59,33 @@ from rltf.stages import plan_job as stages
 __all__ = ["check_flow_job", "describe_flow_job", "evaluate_flow", "flow_validation", "report", "run_flow_job",
            "train_flow", "warm_start"]
 
-TRAINABLE = ("mtp", "okr")  # flows whose every decision is a constrained choice of the planner
-
-
-def check_flow_job(cfg: RunConfig) -> str:
-    """The method the flow job trains; a clear error for settings it cannot train."""
+def check_flow_job(cfg: RunConfig, domain: FlowDomain | None = None) -> str:
+    """The method the flow job trains; a clear error for settings it cannot train. With the env's flow
+    ``domain`` (:func:`rltf.flows.agents.domain.flow_domain_of`) also that the domain offers the method,
+    trainable, and that its settings train (without it, checked once the envs are built)."""
     flow = cfg.flow
-    if cfg.env.name != "travel":
-        raise ConfigError(f"flow.enabled=true trains a flow on the travel sandbox: set env.name=travel (got "
-                          f"{cfg.env.name!r})")
-    if len(flow.methods) != 1 or flow.methods[0] not in TRAINABLE:
+    if len(flow.methods) != 1:
         raise ConfigError(f"bad value for 'flow.methods': {list(flow.methods)!r}; the main job trains one flow: "
-                          f"expected one of {[[m] for m in TRAINABLE]}")
+                          "expected one method")
+    if domain is not None:
+        check_methods(domain, flow.methods, cfg.env.name, trainable=True)
     if flow.backend.kind != "planner":
         raise ConfigError(f"'flow.backend.kind' is {flow.backend.kind!r}: RLTF trains rltf's planner (kind: planner)")
-    if BASELINES[cfg.rltf.baseline].without_replacement:
-        raise ConfigError(f"'rltf.baseline' is {cfg.rltf.baseline!r}, which draws distinct plans without replacement; "
-                          "a flow's trajectories are sampled decision by decision: expected another baseline "
-                          f"({', '.join(n for n, b in BASELINES.items() if not b.without_replacement)})")
-    if flow.methods[0] == "mtp" and flow.mtp.supervisor != "template":
-        raise ConfigError("'flow.mtp.supervisor: model' adds free-text nodes the planner cannot be trained on; "
-                          "use supervisor: template")
-    if flow.methods[0] == "okr" and flow.okr.criteria != "evaluator":
-        raise ConfigError("'flow.okr.criteria: model' adds free-text nodes the planner cannot be trained on; "
-                          "use criteria: evaluator")
+    if draws_distinct_plans(cfg.rltf):
+        raise ConfigError(f"'rltf.objective' {objective_label(cfg.rltf)!r} (rltf.baseline={cfg.rltf.baseline}) draws "
+                          "distinct plans without replacement; a flow's trajectories are sampled decision by decision: "
+                          "expected an objective that samples independently and another baseline than unordered_set")
+    entry = domain.methods.lookup(flow.methods[0]) if domain is not None else None
+    why = entry.untrainable(flow) if entry is not None else None
+    if why:
+        raise ConfigError(why)
     if flow.roles == "lora" and not cfg.planner.lora.enabled:
         raise ConfigError("'flow.roles: lora' puts one LoRA adapter per role on the planner: set "
                           "planner.lora.enabled=true")
-    if flow.credit == "local+global" and flow.methods[0] != "mtp":
-        raise ConfigError(f"'flow.credit: local+global' needs meta-tasks with local constraints (mtp), not "
-                          f"{flow.methods[0]}; use flow.credit=global")
+    if flow.credit == "local+global" and entry is not None and not entry.local_credit:
+        raise ConfigError(f"'flow.credit: local+global' needs decisions with local constraints (the "
+                          f"{cfg.env.name} env's {', '.join(n for n, m in domain.methods.items() if m.local_credit)}), "
+                          f"not {flow.methods[0]}; use flow.credit=global")
     return flow.methods[0]
 
 
@@ -206,7 +203,8 @@ def report(run: stages.Run, rows: dict[str, dict[str, float]], records: dict[str
     data = data_source(cfg.env, run.envs.held_out if run.envs else None, cfg.flow.splits)  # database, queries
     md = with_data_line(table_markdown({selected.label if selected and name == "rltf" else name: r
                                         for name, r in rows.items()}, title), data)
-    summary = {"table": rows, "data": data, "columns": list(COLUMNS), "queries": ids, "method": method,
+    columns = list(next(iter(rows.values())))  # every row's (rltf.flows.evaluation.table_columns)
+    summary = {"table": rows, "data": data, "columns": columns, "queries": ids, "method": method,
                "results": records, "seconds": time.perf_counter() - run.started}
     if selected is not None:
         summary["rltf_selection"] = {**selected.as_dict(), "validation": run.validation or []}
@@ -261,6 +259,7 @@ def run_flow_job(cfg: RunConfig) -> dict[str, Any]:
     method = check_flow_job(cfg)
     job = stages.start(cfg)
     envs = stages.build_envs(job)
+    check_flow_job(cfg, flow_domain_of(envs.train, cfg.env.name))  # the env offers the method, trainable
     # the solver's decisions: the warm start's data, and (embedded planner) its tokenizer learns the flow's prompts
     demos, taught = demonstrations(job, envs, method)
     source = resolve_planner_source(cfg.planner.model)
@@ -280,7 +279,7 @@ def run_flow_job(cfg: RunConfig) -> dict[str, Any]:
     roles = None
     if cfg.flow.roles == "lora":  # on the warm-started planner: every role starts from it
 
-        roles = RoleAdapters.attach(planner, method)
+        roles = RoleAdapters.attach(planner, flow_domain_of(envs.train).methods.lookup(method))
         job.log(f"per-role LoRA adapters: {', '.join(roles.names)}")
     label = "finetuned" if cfg.sft.enabled else "initial"
     rows[label], records[label] = evaluate_flow(job, planner, envs, method, ids, label, roles)

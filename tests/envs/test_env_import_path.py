@@ -32,6 +32,7 @@ import numpy as np
 
 from common.config_fields import bound_errors, num
 from constrained_decoding.rows import RowLanguageGrammar, RowText, build_row_languages
+from envs.base import RLTFEnvBase
 from envs.registry import EnvSpec
 
 '''
@@ -78,7 +79,7 @@ def test_an_unknown_env_name_is_one_line_naming_the_import_path_form():
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("error: bad value for 'env.name': 'sorting'; expected one of 'openagi', 'travel', "
-                               "or an import path 'package.module:callable'"), lines[0]
+                               "'pddl', or an import path 'package.module:callable'"), lines[0]
 
 
 @pytest.mark.parametrize("value, reason", [

@@ -1,7 +1,8 @@
-"""The env interface is enough: a third env defined only here ("sort three words") is registered
-through ``envs.registry``, passes ``envs.checker.check_rltf_env``, and trains end to end through
-``train/rltf.py``'s stages (config -> envs -> planner -> SFT -> RLTF -> evaluation -> report)
-without any change to rltf."""
+"""The env interface is enough: a third env defined only here ("sort three words", built on
+``envs.base.RLTFEnvBase``: it writes its tasks, grammar, reward and formatting, the base answers the
+rest) is registered through ``envs.registry``, passes ``envs.checker.check_rltf_env``, and trains end
+to end through ``train/rltf.py``'s stages (config -> envs -> planner -> SFT -> RLTF -> evaluation ->
+report) without any change to rltf."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from common.config_fields import bound_errors, num
 from constrained_decoding.rows import RowLanguageGrammar, RowText, build_row_languages
 from envs import registry
+from envs.base import RLTFEnvBase
 from envs.checker import check_rltf_env
 from envs.registry import EnvSpec
 from rltf.config.loading import ConfigError, load_config
@@ -83,14 +85,12 @@ class SortGrammar(RowLanguageGrammar):
         return iter(self.orders)
 
 
-class SortEnv:
+class SortEnv(RLTFEnvBase):
     """Reward: the fraction of the three positions holding the right word; text that is not an order
-    of the task's words is invalid (0)."""
-
-    headline = "overall"
-    oracle_name = "oracle"
+    of the task's words is invalid (0). No oracle (the base's None), no columns of its own."""
 
     def __init__(self, seed: int, task_ids: list[int]):
+        super().__init__()
         rng = np.random.default_rng(seed)
         self.all = {i: SortTask(i, tuple(str(w) for w in rng.choice(WORDS, 3, replace=False)))
                     for i in range(14)}
@@ -126,26 +126,11 @@ class SortEnv:
             out.append(SortResult(task.id, text, right / 3, True))
         return out
 
-    def cache_stats(self):
-        return None
-
-    def expert_failures(self, results):
-        return 0.0, []
-
     def format_plan(self, plan):
         return str(plan)
 
-    def parse_free_text(self, task, text):
-        return text
-
     def plan_instructions(self):
         return "Answer with the words of the task in alphabetical order, separated by spaces."
-
-    def oracle_plans(self, tasks):
-        return None  # "not available": the report's oracle row is n/a
-
-    def table_columns(self, tasks, plans):
-        return {}
 
     def tokenizer_texts(self, task_ids=None):
         ids = self.task_ids if task_ids is None else task_ids

@@ -15,12 +15,15 @@ import torch
 
 import envs as env_factory
 from constrained_decoding.logprobs import plan_logprobs
+from envs.travel.flows.domain import TRAVEL_FLOWS
+from envs.travel.flows.mtp import TravelMTP
+from envs.travel.flows.teacher import SolverTeacher
 from rltf.config.loading import ConfigError, load_config
 from rltf.flows import Flow
 from rltf.flows.backends.base import Sampling
 from rltf.flows.backends.planner import PlannerBackend, rescore
 from rltf.flows.engine.choice import choice_grammar
-from rltf.flows.training.teacher import SolverTeacher, TeacherBackend, collect_demonstrations
+from rltf.flows.training.teacher import TeacherBackend, collect_demonstrations
 from rltf.flows.training.trajectory import Decision, Trajectory, decision_weights, roll_out
 from rltf.planners.loading import load_planner
 from rltf.planners.tokenizer import tokenizer_texts_for
@@ -126,11 +129,9 @@ def test_the_update_moves_each_trajectory_in_the_direction_of_its_advantage(worl
 
 # ----------------------------------------------------------------------------- credit
 def _mtp_pass(world, query_index=0):
-    from rltf.flows.agents.mtp import MetaTaskPlanning
-
     _, cfg, train, _, planner = world
     q = train.tasks()[query_index].id
-    mtp = MetaTaskPlanning(train, q, PlannerBackend(planner), cfg.flow.mtp)
+    mtp = TravelMTP(train, q, PlannerBackend(planner), cfg.flow.mtp)
     fr = mtp.run()
     assert fr.plan is not None, fr.error
     return mtp, fr
@@ -284,7 +285,7 @@ def test_per_role_lora_adapters_train_together_and_reload(world, tmp_path):
     _, _, _, _, base = world
     planner = copy.deepcopy(base)
     planner.model = apply_lora(planner.model, load_config(["planner.lora.enabled=true"]).planner.lora, True)
-    roles = RoleAdapters.attach(planner, "mtp")
+    roles = RoleAdapters.attach(planner, TRAVEL_FLOWS.methods["mtp"])
     before = {r: [p.detach().clone() for p in roles.parameters(r)] for r in roles.names}
     t, _ = _trainer(world, tmp_path, "planner.lora.enabled=true", "flow.roles=lora", planner=planner, roles=roles)
     t.train_step()
@@ -299,7 +300,7 @@ def test_per_role_lora_adapters_train_together_and_reload(world, tmp_path):
     ckpt = tmp_path / "flow" / "rltf" / "checkpoint-1" / MODEL_DIR
     assert all((ckpt / r).is_dir() for r in roles.names)
     again = Planner.from_pretrained(ckpt)
-    reloaded = RoleAdapters.attach(again, "mtp")
+    reloaded = RoleAdapters.attach(again, TRAVEL_FLOWS.methods["mtp"])
     reloaded.load(ckpt)
     for r in roles.names:
         for p, q in zip(roles.parameters(r), reloaded.parameters(r)):
@@ -318,7 +319,7 @@ def test_kl_to_the_start_policy_in_flow_training(world, tmp_path, roles):
     extra, planner, role_adapters = ["rltf.kl_coef=0.5"], copy.deepcopy(base), None
     if roles == "lora":
         planner.model = apply_lora(planner.model, load_config(["planner.lora.enabled=true"]).planner.lora, True)
-        role_adapters = RoleAdapters.attach(planner, "mtp")
+        role_adapters = RoleAdapters.attach(planner, TRAVEL_FLOWS.methods["mtp"])
         extra += ["planner.lora.enabled=true", "flow.roles=lora"]
     t, planner = _trainer(world, tmp_path, *extra, planner=planner, roles=role_adapters)
     start = _weights(base.model)
@@ -362,7 +363,7 @@ def test_flow_job_settings_that_cannot_train_are_refused(tmp_path, override, mes
     from rltf.stages.flow_job import check_flow_job
 
     with pytest.raises(ConfigError, match=message):
-        check_flow_job(tiny_cfg(tmp_path, *override.split()))
+        check_flow_job(tiny_cfg(tmp_path, *override.split()), TRAVEL_FLOWS)
 
 
 # ------------------------------------------------------------------------------- main job

@@ -14,13 +14,13 @@ import envs
 from envs.travel import catalog_memo
 from envs.travel.catalog import Catalog, Option, money
 from envs.travel.config import TravelEnvConfig
+from envs.travel.flows.mtp import run_mtp
+from envs.travel.flows.okr import run_okr
 from envs.travel.registration import TravelSection
 from envs.travel.routes import city_orders, families, schedules
 from envs.travel.text import entity, flight_text
 from envs.travel.trip_costs import TripCosts
 from rltf.flows import Choices, Completion
-from rltf.flows.agents.mtp import run_mtp
-from rltf.flows.agents.okr import run_okr
 
 ENV_CFG = TravelSection(travel=TravelEnvConfig(days=[3, 5]))
 

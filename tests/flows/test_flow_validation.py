@@ -16,8 +16,9 @@ import torch
 from accelerate import Accelerator
 
 import envs as env_factory
+from envs.travel.flows.domain import TRAVEL_FLOWS
 from rltf.config.loading import ConfigError
-from rltf.flows.evaluation import validation_ids
+from rltf.flows.evaluation import table_columns, validation_ids
 from rltf.flows.training.trainer import FlowRLTFTrainer
 from rltf.planners.loading import load_planner
 from rltf.planners.planner import Planner
@@ -150,7 +151,7 @@ def test_the_report_names_the_selected_step_and_draws_the_validation_curve(world
     run, _ = _job(world, tmp_path)
     stages.note_selection(run, Selection("best_validation", 1, 0.5),
                           [{"step": 0, VALIDATION_SCORE: 0.0}, {"step": 1, VALIDATION_SCORE: 0.5}])
-    row = {c: 0.5 for c in flow_job.COLUMNS}
+    row = {c: 0.5 for c in table_columns(TRAVEL_FLOWS)}
     history = [{"step": 1, "train/reward": 0.2, VALIDATION_SCORE: 0.5}, {"step": 2, "train/reward": 0.3}]
     summary = flow_job.report(run, {"finetuned": row, "rltf": row}, {"finetuned": [], "rltf": []}, [1, 2], "mtp",
                               history)

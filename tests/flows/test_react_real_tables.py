@@ -6,7 +6,7 @@ search of the query (up to 5,038 on a state's 7-day query: 23 route cities, ever
 date) and ``Finish`` at every step, so nothing kept the searches a complete itinerary needs within
 the step budget, and the plan grammar of the gathered entities had no route. Now a search is
 offered only while a complete itinerary stays within the steps left, ``Finish`` only once the
-gathered entities hold one (:mod:`rltf.flows.agents.react_reach`). Checked here: any policy -- one
+gathered entities hold one (:mod:`envs.travel.flows.react_reach`). Checked here: any policy -- one
 that finishes whenever it may, one taking the first search, a seeded random one, the tiny planner
 itself -- delivers on a 3-, 5- and 7-day real query with the budget of the configs; ``Finish`` is
 offered exactly when the grammar's own slot options hold a complete itinerary; the count of
@@ -22,11 +22,11 @@ import pytest
 
 import envs
 from envs.travel.config import TravelEnvConfig
+from envs.travel.flows.react import FINISH, TravelReAct
 from envs.travel.grammar import SLOT_FIELDS, enumerate_routes, slot_options
 from envs.travel.registration import TravelSection
 from rltf.config.flow import ReActSettings
 from rltf.flows import Choices, Completion
-from rltf.flows.agents.react import FINISH, ReActAgent
 from rltf.flows.backends.planner import PlannerBackend
 from rltf.planners.planner import Planner
 from rltf.planners.tokenizer import train_plan_tokenizer
@@ -86,7 +86,7 @@ def _complete(c) -> bool:
                for route in enumerate_routes(c))
 
 
-def _status(agent: ReActAgent, left: int):
+def _status(agent: TravelReAct, left: int):
     return agent.reach.status(agent.hotels, agent.restaurants, agent.attractions, agent.flights, agent.ground, left)
 
 
@@ -102,7 +102,7 @@ def test_react_delivers_on_real_queries_whatever_the_policy(real):
     for qid in ids:
         runs = [(name, Policy(planner, pick)) for name, pick in _policies().items()] + [("tiny planner", None)]
         for name, policy in runs:
-            agent = ReActAgent(held, qid, policy or planner, ReActSettings(max_steps=BUDGET))
+            agent = TravelReAct(held, qid, policy or planner, ReActSettings(max_steps=BUDGET))
             fr = agent.run()
             assert fr.plan is not None, (qid, name, fr.error)
             ev = held.reward_plans([(qid, fr.plan)])[0].evaluation
@@ -111,7 +111,7 @@ def test_react_delivers_on_real_queries_whatever_the_policy(real):
             if policy is None:
                 continue
             # Finish is offered exactly when what was gathered before the step holds a complete itinerary
-            replay = ReActAgent(held, qid, policy)
+            replay = TravelReAct(held, qid, policy)
             for options, action in zip(policy.offered, [*fr.extra["actions"], FINISH]):
                 assert (FINISH in options) == _complete(replay.gathered()), (qid, name, action)
                 if action != FINISH:
@@ -122,9 +122,9 @@ def test_the_searches_still_needed_are_counted_exactly(real):
     held, ids, _ = real
     rng = np.random.default_rng(1)
     for qid in ids:  # nothing gathered: a hotel per city, one city's meals and attractions, a leg per move
-        assert _status(ReActAgent(held, qid, None), BUDGET).needed == {3: 5, 5: 7, 7: 9}[held.get_query(qid).days]
+        assert _status(TravelReAct(held, qid, None), BUDGET).needed == {3: 5, 5: 7, 7: 9}[held.get_query(qid).days]
     for qid in ids[1:]:
-        agent = ReActAgent(held, qid, None)
+        agent = TravelReAct(held, qid, None)
         actions = agent.actions()
         done = rng.choice(actions, size=4, replace=False).tolist()  # a few searches, then the check
         for action in done:
@@ -133,7 +133,7 @@ def test_the_searches_still_needed_are_counted_exactly(real):
         binding = _status(agent, needed)  # the budget binds: only the searches that lower the count
         assert binding.needed == needed and binding.useful and set(binding.useful) <= set(actions) - set(done)
         gathered = [agent.hotels, agent.restaurants, agent.attractions, agent.flights, agent.ground]
-        after = ReActAgent(held, qid, None)
+        after = TravelReAct(held, qid, None)
         sample = list(binding.useful) + rng.choice(actions, size=40, replace=False).tolist()
         for action in dict.fromkeys(a for a in sample if a not in done):
             after.hotels, after.restaurants, after.attractions, after.flights, after.ground = copy.deepcopy(gathered)
@@ -144,10 +144,10 @@ def test_the_searches_still_needed_are_counted_exactly(real):
 def test_a_budget_of_exactly_the_searches_needed_delivers_and_one_fewer_says_why_not(real):
     held, ids, planner = real
     qid = ids[2]
-    needed = _status(ReActAgent(held, qid, None), BUDGET).needed
+    needed = _status(TravelReAct(held, qid, None), BUDGET).needed
     rng = np.random.default_rng(2)
-    fr = ReActAgent(held, qid, Policy(planner, lambda o: o[int(rng.integers(len(o)))]),
+    fr = TravelReAct(held, qid, Policy(planner, lambda o: o[int(rng.integers(len(o)))]),
                     ReActSettings(max_steps=needed)).run()
     assert fr.plan is not None and len(fr.extra["actions"]) == needed
-    fr = ReActAgent(held, qid, Policy(planner, lambda o: o[0]), ReActSettings(max_steps=needed - 1)).run()
+    fr = TravelReAct(held, qid, Policy(planner, lambda o: o[0]), ReActSettings(max_steps=needed - 1)).run()
     assert fr.plan is None and f"needed {needed} searches" in fr.error and "flow.react.max_steps" in fr.error

@@ -155,9 +155,10 @@ def test_an_rltf_step_moves_the_decoder_and_leaves_minilm_alone(built, lite_env,
 def test_rewordings_cover_every_held_out_task_and_change_only_the_wording():
     from envs.openagi.split import load_split
     from envs.openagi.suite import task_specs
-    from rltf.evaluation.rewordings import REWORDINGS_FILE, load_rewordings
+    from envs.openagi.task_data import REWORDINGS_FILE
+    from rltf.evaluation.rewordings import load_rewordings
 
-    rewordings = load_rewordings()
+    rewordings = load_rewordings(REWORDINGS_FILE)
     held_out = set()
     for suite in ("lite", "full"):
         split, specs = load_split(suite), task_specs(suite)
@@ -177,13 +178,14 @@ def test_rewordings_cover_every_held_out_task_and_change_only_the_wording():
 def test_rewordings_evaluation_scores_original_and_reworded_descriptions(built, lite_env):
     import envs
     from envs.openagi.config import OpenAGIEnvConfig
-    from rltf.evaluation.rewordings import evaluate_rewordings
+    from envs.openagi.task_data import REWORDINGS_FILE
+    from rltf.evaluation.rewordings import evaluate_rewordings, load_rewordings
 
     settings, _ = built
     planner = _load(settings)
     _, held_out = lite_env
     tasks = [held_out.get_task(i) for i in envs.split_ids(OpenAGIEnvConfig())["test"][:3]]
-    out = evaluate_rewordings(planner, held_out, tasks, num_beams=2)
+    out = evaluate_rewordings(planner, held_out, tasks, num_beams=2, rewordings=load_rewordings(REWORDINGS_FILE))
     assert out["n_tasks"] == 3 and out["n_rewordings"] == 9
     assert 0 <= out["original"] <= 1 and 0 <= out["reworded"] <= 1 and 0 <= out["same_plan"] <= 1
     for p, t in zip(out["per_task"], tasks):

@@ -7,7 +7,9 @@ Layers, lowest first (a module may import its own layer and those below it):
 ``common``                generic helpers (user errors, atomic writes, the cache folder, settings
                           fields, the MiniLM location): imports no other package of the project
 ``constrained_decoding``  the decoder: imports neither ``envs`` nor ``rltf``
-``envs``                  the environments: import ``constrained_decoding``, never ``rltf``
+env interface             ``envs`` itself and :data:`ENV_INTERFACE` (protocol, base class,
+                          registry, checker, the ``env:`` section, episodes, splitting):
+                          imports ``constrained_decoding``, never a concrete env nor ``rltf``
 ``rltf.algorithms``       the update's pure maths (baselines, credit, objectives): numpy / torch
 ``rltf.config``           the run config (its ``env:`` section is the env's own config class)
 ``rltf.planners``         planners and their loading
@@ -21,24 +23,34 @@ Layers, lowest first (a module may import its own layer and those below it):
 ``rltf.flows``            the flows' evaluation and its CLI
 ``rltf.stages``           the stages recipes call
 ``rltf.comparison``       arms x seeds comparisons and the TRL GRPO baseline
+plug-ins                  the concrete envs, every package under ``envs/`` that is not the
+                          interface (``envs.openagi``, ``envs.travel``, any later env), and
+                          ``examples``: they may import everything below; nothing below imports
+                          them (the registry names the shipped envs by import-path strings,
+                          ``envs/registry.py``), and no plug-in imports another
 ========================  ===================================================================
 
-Every import statement counts, at any depth (a function-level import is still a dependency). An
-import inside a function body is only for an optional or heavy dependency (or a subprocess entry
-point's own imports): it carries a comment, on its line or the line above, saying why.
+There is no exception to any rule. Every import statement counts, at any depth (a function-level
+import is still a dependency). An import inside a function body is only for an optional or heavy
+dependency (or a subprocess entry point's own imports): it carries a comment, on its line or the
+line above, saying why.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("common", "constrained_decoding", "envs", "rltf")
+PACKAGES = ("common", "constrained_decoding", "envs", "rltf", "examples")
+CORE = ("common", "constrained_decoding", "rltf")  # below the plug-ins, with the env interface
+ENV_INTERFACE = ("envs", "envs.protocol", "envs.base", "envs.registry", "envs.checker", "envs.config",
+                 "envs.episodes", "envs.splitting")
 LAYERS = [
     ("common",),
     ("constrained_decoding",),
-    ("envs",),
+    ("envs",),  # the env interface (a concrete env is a plug-in: _plugin)
     ("rltf.algorithms",),
     ("rltf.config",),
     ("rltf.planners",),
@@ -53,7 +65,9 @@ LAYERS = [
     ("rltf.comparison",),
     ("rltf",),
 ]
+PLUGINS = len(LAYERS)  # the layer of the plug-ins: above everything
 MAX_LINES = 450  # outside tests; a longer file is a drawer to split
+CONCRETE_ENV_TEXT = re.compile(r"envs.(openagi|travel)")  # as `grep -E` reads it: the dot matches / too
 
 
 def _modules() -> dict[str, Path]:
@@ -90,7 +104,19 @@ def _imports(path: Path, modules: dict) -> set[str]:
     return found
 
 
+def _plugin(module: str) -> str | None:
+    """The plug-in ``module`` belongs to (``envs.travel``, ``examples``), None for the core and the env interface."""
+    parts = module.split(".")
+    if parts[0] == "examples":
+        return "examples"
+    if parts[0] == "envs" and len(parts) > 1 and ".".join(parts[:2]) not in ENV_INTERFACE:
+        return ".".join(parts[:2])
+    return None
+
+
 def _layer(module: str) -> int:
+    if _plugin(module) is not None:
+        return PLUGINS
     best, best_len = None, -1
     for i, prefixes in enumerate(LAYERS):
         for prefix in prefixes:
@@ -226,3 +252,66 @@ def test_the_checker_catches_an_upward_import(tmp_path, monkeypatch):
     targets = _imports(fake, modules)
     assert "rltf.rl.trainer" in targets
     assert _layer("rltf.rl.trainer") > _layer("rltf.planners.fake")
+
+
+def test_the_core_and_the_env_interface_import_no_concrete_env():
+    """``common``, ``constrained_decoding``, ``rltf`` and the env interface import no plug-in (no
+    ``envs.openagi``, ``envs.travel`` nor any later env): what they need of an env they ask through the
+    interface (``envs/protocol.py``, ``envs/base.py``) or the env's ``EnvSpec`` (``envs/registry.py``)."""
+    found = []
+    for module, targets in sorted(_graph().items()):
+        if _plugin(module) is None:
+            found += [f"{module} -> {t}" for t in sorted(targets) if _plugin(t) is not None]
+    assert not found, "imports of a concrete env below the plug-ins:\n" + "\n".join(found)
+
+
+def test_no_plugin_imports_another():
+    found = []
+    for module, targets in sorted(_graph().items()):
+        mine = _plugin(module)
+        if mine is not None:
+            found += [f"{module} -> {t}" for t in sorted(targets) if _plugin(t) not in (None, mine)]
+    assert not found, "plug-ins importing each other:\n" + "\n".join(found)
+
+
+def core_files_naming_a_concrete_env() -> list[str]:
+    """``path:line`` of every line of the core's sources (``common/``, ``constrained_decoding/``, ``rltf/``)
+    that ``grep -E 'envs.openagi|envs.travel'`` finds: an import, a module named in a docstring, a file path."""
+    found = []
+    for top in CORE:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for i, line in enumerate(path.read_text().splitlines(), 1):
+                if CONCRETE_ENV_TEXT.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    return found
+
+
+def test_the_core_names_no_concrete_env():
+    found = core_files_naming_a_concrete_env()
+    assert not found, f"{len(found)} lines of the core name a concrete env:\n" + "\n".join(found)
+
+
+def test_the_env_interface_is_what_envs_holds_besides_the_plugins():
+    """Every module directly in ``envs/`` is in :data:`ENV_INTERFACE` (a new one is classified here), and
+    every package under ``envs/`` is a plug-in."""
+    modules = {"envs"} | {f"envs.{p.stem}" for p in (ROOT / "envs").glob("*.py") if p.stem != "__init__"}
+    assert modules == set(ENV_INTERFACE), sorted(modules ^ set(ENV_INTERFACE))
+    packages = [p.name for p in (ROOT / "envs").iterdir() if (p / "__init__.py").exists()]
+    assert {"openagi", "travel"} <= set(packages) and all(_plugin(f"envs.{p}") == f"envs.{p}" for p in packages)
+
+
+def test_the_plugin_checks_are_not_vacuous(tmp_path):
+    """A core module or an interface module importing a concrete env is an upward import; the text check
+    finds a docstring's module path and a file path."""
+    modules = _modules()
+    fake = tmp_path / "fake.py"
+    fake.write_text("def f():\n    from envs.travel.plans import format_plan  # deferred\n")
+    assert "envs.travel.plans" in _imports(fake, modules)
+    for importer in ("rltf.rl.fake", "envs.registry", "constrained_decoding.fake", "common.fake"):
+        assert _layer("envs.travel.plans") > _layer(importer), importer
+    assert _plugin("envs.sokoban.env") == "envs.sokoban" and _layer("envs.sokoban.env") == PLUGINS  # a later env
+    assert _plugin("examples.minimal_env") == "examples" and _plugin("envs.registry") is None
+    assert _layer("envs.registry") < _layer("rltf.algorithms")
+    for line in (":mod:`envs.openagi.plans`", "see envs/travel/hub.py", "import envs.travel"):
+        assert CONCRETE_ENV_TEXT.search(line), line
+    assert not CONCRETE_ENV_TEXT.search("import envs.registry")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-import rltf.rl.update as rl_update
+import rltf.algorithms.objectives as objectives
 from constrained_decoding.decode import sample_plans
 from constrained_decoding.logprobs import plan_logprobs
 from rltf.algorithms.baselines import Baseline
@@ -90,7 +90,7 @@ def test_the_first_minibatch_has_ratio_exactly_one_and_takes_the_reinforce_step(
     """update_epochs=2, minibatches=1: the first update's r is exactly 1 and its step is the REINFORCE
     step of the same batch; the second pass re-scores the moved policy (r ≠ 1) and logs its statistics."""
     ratios, snapshots = [], []
-    surrogate, apply = rl_update.OBJECTIVES["clipped"], Updater.apply
+    surrogate, apply = objectives.clipped_surrogate, Updater.apply
 
     def recording_surrogate(log_ratio, weights, clip_eps):
         ratios.append(log_ratio.detach().clone())
@@ -101,7 +101,7 @@ def test_the_first_minibatch_has_ratio_exactly_one_and_takes_the_reinforce_step(
         snapshots.append({k: v.detach().clone() for k, v in updater.model.state_dict().items()})
         return applied
 
-    monkeypatch.setitem(rl_update.OBJECTIVES._entries, "clipped", recording_surrogate)
+    monkeypatch.setattr(objectives, "clipped_surrogate", recording_surrogate)  # what the clipped entry computes
     monkeypatch.setattr(Updater, "apply", recording_apply)  # every optimizer step of the update rule
     cfg = make_cfg(tmp_path, "rltf.update_epochs=2", "rltf.entropy_coef=0.01")
     row = RLTFTrainer(cfg, make_planner(), toy_env(), Accelerator(cpu=True)).train_step()

@@ -15,6 +15,7 @@ from envs.openagi.plans import enumerate_plans
 from envs.openagi.registry import TEXT
 from rltf.rl.reward_workers import AUTO_MIN_CORES, RewardWorkers, resolve_workers
 from rltf.rl.trainer import RLTFTrainer
+from tests.envs.test_third_env import SortEnv
 from tests.rl.test_rltf import make_cfg, make_planner
 from tests.toy_env import toy_env
 
@@ -146,17 +147,21 @@ def test_a_worker_that_raises_or_dies_stops_the_step_naming_the_plan(tmp_path, h
 
 def test_resolve_workers():
     env = toy_env()
-    assert resolve_workers(0, env, "lite", 1) == 0 and resolve_workers(3, env, "lite", 1) == 3
-    assert resolve_workers(-1, env, "lite", 1, cores=2) == 0  # the 2-core default: in the learner
-    assert resolve_workers(-1, env, "lite", 1, cores=AUTO_MIN_CORES) == AUTO_MIN_CORES // 4
-    assert resolve_workers(-1, env, "lite", 1, cores=64) == 4
-    assert resolve_workers(-1, env, "lite", 2, cores=16) == 0  # several processes: off
+    assert resolve_workers(0, env, 1) == 0 and resolve_workers(3, env, 1) == 3
+    assert resolve_workers(-1, env, 1, cores=2) == 0  # the 2-core default: in the learner
+    assert resolve_workers(-1, env, 1, cores=AUTO_MIN_CORES) == AUTO_MIN_CORES // 4
+    assert resolve_workers(-1, env, 1, cores=64) == 4
+    assert resolve_workers(-1, env, 2, cores=16) == 0  # several processes: off
     with pytest.raises(ValueError, match=r"rltf.reward_workers=2: 2 processes share the execution"):
-        resolve_workers(2, env, "lite", 2)
+        resolve_workers(2, env, 2)
+    # the env says why it cannot: its experts on a GPU (OpenAGI's hf backend) ...
     with pytest.raises(ValueError, match=r"rltf.reward_workers=1: env.backend=hf"):
-        resolve_workers(1, env, "hf", 1)
-    with pytest.raises(ValueError, match=r"rltf.reward_workers=1: the object env"):
-        resolve_workers(1, object(), "lite", 1)
+        resolve_workers(1, toy_env(backend="hf"), 1)
+    assert resolve_workers(-1, toy_env(backend="hf"), 1, cores=64) == 0
+    # ... or no sample subsets to replay (the base class's answer: the travel sandbox's)
+    sorting = SortEnv(0, [0, 1])
+    with pytest.raises(ValueError, match=r"rltf.reward_workers=1: the SortEnv env does not draw"):
+        resolve_workers(1, sorting, 1)
 
 
 def test_a_worker_runs_torch_and_blas_on_one_thread(monkeypatch):

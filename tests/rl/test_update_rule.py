@@ -29,7 +29,7 @@ def test_the_config_accepts_exactly_the_registries_names():
     assert typing.get_args(rltf_hints["baseline"]) == BASELINES.names()
     assert typing.get_args(rltf_hints["ratio"]) == RATIOS.names()
     assert typing.get_args(flow_hints["credit"]) == CREDITS.names()
-    assert set(OBJECTIVES) == {objective_name(1, 1), objective_name(2, 1)} == {"reinforce", "clipped"}
+    assert {objective_name(1, 1), objective_name(2, 1)} == {"reinforce", "clipped"} <= set(OBJECTIVES)
 
 
 @pytest.mark.parametrize("name", BASELINES.names())
@@ -72,7 +72,7 @@ def _linear(seed=0):
 
 
 class Rule:
-    update_epochs, minibatches, clip_eps, ratio = 2, 2, 0.2, "trajectory"
+    objective, baseline, update_epochs, minibatches, clip_eps, ratio = "auto", "moving_average", 2, 2, 0.2, "trajectory"
 
 
 @pytest.mark.parametrize("chunk", [None, 2])

@@ -10,4 +10,11 @@
 Both suites use them: the lite suite (:func:`envs.openagi.suite.build_suite`) for its samples,
 the hf backend's full suite to degrade its hub records. The offline expert zoo
 (:mod:`envs.openagi.lite`) trains on the TRAIN / EXPERT parts.
+
+``rewordings.json`` (:data:`REWORDINGS_FILE`) holds three hand-written rewordings of every held-out
+task's description, for the robustness check of :mod:`rltf.evaluation.rewordings`.
 """
+
+from pathlib import Path
+
+REWORDINGS_FILE = Path(__file__).with_name("rewordings.json")

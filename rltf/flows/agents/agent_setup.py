@@ -1,9 +1,9 @@
-"""What every agent flow on the travel sandbox (MTP, OKR-Agent, ReAct) starts from and ends with.
+"""What every agent pattern (MTP, OKR-Agent, ReAct, flat) starts from and ends with.
 
-:class:`AgentSetup` is the query's catalog (this pass's view on the query's shared tables:
-:func:`envs.travel.catalog_memo.shared_catalog`), the backend, the engine config and whether nodes get
-a role system message -- each agent holds one (composition, no base class); :func:`delivered`
-reads a program pass's plan and why it delivered none.
+:class:`AgentSetup` is one query's flow: the env, the backend, the engine config, whether nodes get
+a role system message, and the query as the domain words it (its id, its text, and the head every
+request starts with: the travel domain's is the query and its constraints) -- each agent holds one
+(composition, no base class); :func:`delivered` reads a program pass's plan and why it delivered none.
 """
 
 from __future__ import annotations
@@ -11,10 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from envs.travel.catalog import Catalog
-from envs.travel.catalog_memo import shared_catalog
-from envs.travel.query import TravelQuery
-from rltf.flows.agents.travel_nodes import constraints_text
 from rltf.flows.backends.base import Message
 from rltf.flows.engine.config import FlowConfig
 
@@ -23,25 +19,21 @@ __all__ = ["AgentSetup", "delivered"]
 
 @dataclass
 class AgentSetup:
-    """One query's agent flow: the env, its catalog and query, the backend, the engine config,
-    and ``system_prompts`` (a role system message before each node's request)."""
+    """One query's agent flow: the env, the backend, the engine config, ``system_prompts`` (a role
+    system message before each node's request), and the query: ``query_id`` (the flow's name),
+    ``task`` (its text, ``db["task"]``) and ``head_text`` (how every agent's request starts)."""
 
     env: Any
-    cat: Catalog
-    q: TravelQuery
     backend: Any
     config: FlowConfig
     system_prompts: bool
-
-    @classmethod
-    def create(cls, env, query, backend, config: FlowConfig | None = None,
-               system_prompts: bool = False) -> AgentSetup:
-        cat = shared_catalog(env, query)  # this pass's view; the searches and route options are the query's
-        return cls(env, cat, cat.q, backend, config or FlowConfig(), system_prompts)
+    query_id: Any
+    task: str
+    head_text: str
 
     def head(self) -> str:
-        """The query and its constraints: how every agent's request starts."""
-        return f"{self.q.query}\nConstraints: {constraints_text(self.q)}."
+        """The query as every agent's request starts (the domain's wording)."""
+        return self.head_text
 
     def messages(self, system: str, text: str) -> list[Message]:
         """The request ``text``, after the role's ``system`` message when ``system_prompts`` is on."""

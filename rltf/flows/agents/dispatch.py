@@ -1,5 +1,6 @@
-"""The flow methods by name: which agent flow runs for a method of ``flow.methods``
-(:func:`run_method`: ``mtp``, ``okr``, ``react``, ``flat``) and the backend a ``flow:`` section
+"""The flow methods by name: which agent flow runs for a method of ``flow.methods`` (:func:`run_method`:
+the entry of that name in the env's flow domain, :attr:`rltf.flows.agents.domain.FlowDomain.methods`; the
+travel sandbox's ``mtp``, ``okr``, ``react``, ``flat``) and the backend a ``flow:`` section
 describes (:func:`build_backend`). Evaluation (:mod:`rltf.flows.evaluation`) and training
 (:mod:`rltf.flows.training.trajectory`, :mod:`rltf.flows.training.teacher`) both run flows through here."""
 
@@ -9,10 +10,7 @@ from pathlib import Path
 
 from rltf.config.flow import FlowSettings
 from rltf.config.loading import RunConfig
-from rltf.flows.agents.flat import run_flat
-from rltf.flows.agents.mtp import run_mtp
-from rltf.flows.agents.okr import run_okr
-from rltf.flows.agents.react import run_react
+from rltf.flows.agents.domain import FlowRun, flow_domain_of
 from rltf.flows.backends import make_backend
 from rltf.flows.engine.config import Backoff, FlowConfig
 from rltf.planners.loading import load_planner
@@ -36,16 +34,11 @@ def build_backend(cfg: RunConfig, flow: FlowSettings, train_env=None):
     return make_backend(b.backend_config(), planner=planner)
 
 
-def run_method(method: str, env, query, backend, flow: FlowSettings, trace_path: str | Path | None = None):
-    """One query through one method's flow: a :class:`~rltf.flows.agents.travel_nodes.FlowRun`."""
+def run_method(method: str, env, query, backend, flow: FlowSettings,
+               trace_path: str | Path | None = None) -> FlowRun:
+    """One query through the flow of ``method`` of ``env``'s flow domain (an unknown method: a
+    ``ValueError`` listing the domain's)."""
+    entry = flow_domain_of(env).methods.lookup(method)
     config = FlowConfig(max_attempts=flow.max_attempts, backoff=Backoff(max_attempts=flow.backend.call_attempts))
-    common = {"config": config, "system_prompts": flow.system_prompts, "trace_path": trace_path}
-    if method == "mtp":
-        return run_mtp(env, query, backend, flow.mtp, **common)
-    if method == "okr":
-        return run_okr(env, query, backend, flow.okr, **common)
-    if method == "react":
-        return run_react(env, query, backend, flow.react, **common)
-    if method == "flat":
-        return run_flat(env, query, backend, **common)
-    raise ValueError(f"unknown flow method {method!r}")
+    return entry.run(env, query, backend, flow, config=config, system_prompts=flow.system_prompts,
+                     trace_path=trace_path)

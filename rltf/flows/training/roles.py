@@ -1,13 +1,14 @@
 """One LoRA adapter per role of a flow on one base model (``flow.roles: lora``), trained together.
 
 The planner is a PEFT model (``planner.lora.enabled``); :meth:`RoleAdapters.attach` adds one
-adapter per role of the method (MTP: manager, executor, deliverer; OKR-Agent: lead, executor,
-reviewer) with the planner's LoRA config. A new adapter's B matrix is zero, so every role starts
-as the (warm-started) base. While a flow runs, the engine tells the backend which node asks
-(``begin_node``) and :class:`RoleBackend` activates that node's role adapter; re-scoring
-activates each role's adapter for its own decisions (:meth:`RoleAdapters.rescore`). Every role
-adapter stays trainable whichever is active (PEFT's ``set_adapter`` would freeze the others and
-their gradients would be dropped), so one optimizer step updates every role that decided.
+adapter per role of the method (its :attr:`~rltf.flows.agents.domain.FlowMethod.roles`; travel's MTP:
+manager, executor, deliverer; OKR-Agent: lead, executor, reviewer) with the planner's LoRA config. A
+new adapter's B matrix is zero, so every role starts as the (warm-started) base. While a flow runs, the
+engine tells the backend which node asks (``begin_node``) and :class:`RoleBackend` activates that
+node's role adapter; re-scoring activates each role's adapter for its own decisions
+(:meth:`RoleAdapters.rescore`). Every role adapter stays trainable whichever is active (PEFT's
+``set_adapter`` would freeze the others and their gradients would be dropped), so one optimizer
+step updates every role that decided.
 
 Checkpoints hold every adapter (PEFT saves each non-default adapter in a sub-folder named after
 it); :meth:`RoleAdapters.load` puts them back on a reloaded planner.
@@ -21,28 +22,27 @@ from pathlib import Path
 
 import torch
 
+from rltf.flows.agents.domain import FlowMethod
 from rltf.flows.backends.planner import rescore
-from rltf.flows.training.teacher import decision_role
 
-__all__ = ["ROLES", "RoleAdapters", "RoleBackend"]
-
-ROLES = {"mtp": ("manager", "executor", "deliverer"), "okr": ("lead", "executor", "reviewer")}
+__all__ = ["RoleAdapters", "RoleBackend"]
 
 
 class RoleAdapters:
-    """The role adapters of ``method`` on ``planner`` (a PEFT model)."""
+    """The role adapters of ``method`` (a flow domain's method) on ``planner`` (a PEFT model)."""
 
-    def __init__(self, planner, method: str):
+    def __init__(self, planner, method: FlowMethod):
         self.planner = planner
-        self.method = method
-        self.names = ROLES[method]
+        self.method = method.name
+        self.names = method.roles
+        self._role_of = method.role_of
         self.active: str | None = None
 
     @classmethod
-    def attach(cls, planner, method: str) -> RoleAdapters:
+    def attach(cls, planner, method: FlowMethod) -> RoleAdapters:
         """Add one adapter per role (the planner's own LoRA config, B = 0: the base's behaviour)."""
-        if method not in ROLES:
-            raise ValueError(f"flow.roles=lora: per-role adapters are defined for {sorted(ROLES)}, not {method!r}")
+        if not method.roles:
+            raise ValueError(f"flow.roles=lora: the flow method {method.name!r} has no per-role adapters")
         if not planner.is_peft:
             raise ValueError("flow.roles=lora needs a LoRA planner to put the role adapters on: set "
                              "planner.lora.enabled=true")
@@ -74,7 +74,7 @@ class RoleAdapters:
                 p.requires_grad_(True)
 
     def role_of(self, node: str) -> str:
-        role = decision_role(self.method, node)
+        role = self._role_of(node)
         return role if role in self.names else self.names[0]
 
     def backend(self, inner) -> RoleBackend:

@@ -1,15 +1,12 @@
-"""Warm-start demonstrations for a flow: every choice the flow asks, answered the solver's way.
+"""Warm-start demonstrations for a flow: every choice the flow asks, answered the domain's reference way.
 
-The exact solver (:class:`envs.travel.solver.TravelSolver`) knows, for a train query, the
-cheapest plan passing every constraint: its cities in order, the days it moves, its transport
-modes and every cell (restaurants, stays, flights, attractions). :class:`SolverTeacher` turns
-that into an answer for any choice node of a flow: the option the solver's plan contains (the
-route, the schedule, the transport family, a tool result), else the first option (the flows list
-options cheapest first, as the minimum-cost solver would choose; for OKR's objective order and
-key-result sets, the flow's default order). :class:`TeacherBackend` answers a whole pass that
-way, and :func:`collect_demonstrations` runs the flow on the train queries and keeps every
-decision as a (prompt, options, answer) triple: the decomposition and choices a planner is
-warm-started on (``rltf.stages.flow_job.warm_start``) before RL.
+The env's flow domain (:class:`rltf.flows.agents.domain.FlowDomain`) knows, for a train query, a
+reference answer -- the travel sandbox's exact solver: the cheapest plan passing every constraint --
+and its :meth:`~rltf.flows.agents.domain.FlowDomain.teacher` turns it into an answer for any choice
+node of a flow (:class:`~rltf.flows.agents.domain.Teacher`).
+:class:`TeacherBackend` answers a whole pass that way, and :func:`collect_demonstrations` runs the flow
+on the train queries and keeps every decision as a (prompt, options, answer) triple: the decomposition
+and choices a planner is warm-started on (``rltf.stages.flow_job.warm_start``) before RL.
 
 The prompts are the planner backend's own rendering (``describe``), so the warm start fits the
 exact text the planner is conditioned on when it decodes the same node in RL and evaluation.
@@ -20,11 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from envs.travel.local_checks import FAMILIES
-from envs.travel.routes import Route
-from envs.travel.solver import TravelSolver
 from rltf.flows.agents.dispatch import run_method
-from rltf.flows.agents.travel_nodes import route_text, schedule_text
+from rltf.flows.agents.domain import flow_domain_of
 from rltf.flows.backends.base import (
     BackendError,
     Choices,
@@ -38,27 +32,7 @@ from rltf.flows.backends.base import (
 )
 from rltf.flows.engine.choice import choice_grammar
 
-__all__ = ["Demonstration", "SolverTeacher", "TeacherBackend", "collect_demonstrations", "decision_role",
-           "plain_describe"]
-
-
-def decision_role(method: str, node: str) -> str:
-    """The agent role a node of ``method``'s flow plays (what per-role adapters and plots group by)."""
-    if method == "mtp":
-        if node.startswith("manager."):
-            return "manager"
-        if node.startswith("supervise."):
-            return "supervisor"
-        return "deliverer" if node == "deliverer" else "executor"
-    if method == "okr":
-        if node.startswith("lead.") or node.endswith(".key_results") or node.endswith(".criterion"):
-            return "lead"
-        if ".revise" in node or node.endswith(".review"):
-            return "reviewer"
-        return "executor"
-    if method == "react":
-        return "actor" if node.endswith(".act") or node.endswith(".think") else "planner"
-    return "planner"
+__all__ = ["Demonstration", "TeacherBackend", "collect_demonstrations", "plain_describe"]
 
 
 def plain_describe(messages: Sequence[Message]) -> str:
@@ -67,41 +41,6 @@ def plain_describe(messages: Sequence[Message]) -> str:
     if len(messages) == 1 and messages[0]["role"] == "user":
         return messages[0]["content"]
     return render_plain(messages, assistant_cue=False)
-
-
-class SolverTeacher:
-    """The solver's answer to any choice of a flow on one query (see the module docstring)."""
-
-    def __init__(self, env, query):
-        q = env.get_query(query)
-        res = TravelSolver(env.index).solve(q)
-        if res is None:
-            raise ValueError(f"query {q.id}: the solver found no plan to demonstrate")
-        self.query = q
-        route = Route(q.org, tuple(res.cities), tuple(res.move_days), q.days)
-        modes = {str(d.get("transportation", "")).split(",")[0].split(":")[0].strip() for d in res.plan}
-        family = next((name for name, fam in FAMILIES.items() if any(m.startswith(tuple(fam)) for m in modes)),
-                      None)
-        targets = {route_text(res.cities), schedule_text(route)}
-        if family:
-            targets.add(family)
-        for day in res.plan:
-            for key, value in day.items():
-                if key in ("days", "current_city") or not isinstance(value, str):
-                    continue
-                targets.update(v.strip() for v in (value.split(";") if key == "attraction" else [value]) if v.strip())
-        targets.discard("-")
-        self.targets = targets
-
-    def pick(self, options: Sequence[str]) -> str:
-        """The option the solver's plan holds, else the first (cheapest / default) one."""
-        for o in options:
-            if o in self.targets:
-                return o
-        for o in options:  # MTP's deliverer: the itinerary as the executors chose it, when it fits
-            if o.startswith("as chosen"):
-                return o
-        return options[0]
 
 
 class TeacherBackend:
@@ -156,14 +95,16 @@ class DemonstrationGrammars:
 
 def collect_demonstrations(env, query_ids: Sequence[int], method: str, describe: Callable[[Sequence[Message]], str],
                            flow) -> tuple[list[Demonstration], dict[str, float]]:
-    """Run ``method``'s flow on every query with the solver teacher; every decision of every pass
+    """Run ``method``'s flow on every query with the domain's teacher; every decision of every pass
     as a :class:`Demonstration`, and how the taught flow scores (``final_pass``, ``queries``: the
     share of queries whose taught pass passes every constraint, and how many were taught)."""
+    domain = flow_domain_of(env)
+    role_of = domain.methods.lookup(method).role_of
     demos: list[Demonstration] = []
     plans = []
     for i in query_ids:
         try:
-            teacher = SolverTeacher(env, i)
+            teacher = domain.teacher(env, i)
         except ValueError:
             continue  # no solution: nothing to demonstrate
         backend = TeacherBackend(describe, teacher.pick)
@@ -173,8 +114,8 @@ def collect_demonstrations(env, query_ids: Sequence[int], method: str, describe:
         for name, r in fr.result.results.items():
             c = r.completion
             if r.ok and c is not None and (c.prompt, c.text) in backend.options:
-                demos.append(Demonstration(int(i), name, decision_role(method, name), c.prompt,
+                demos.append(Demonstration(int(i), name, role_of(name), c.prompt,
                                            backend.options[(c.prompt, c.text)], c.text))
         plans.append((i, fr.plan if fr.plan is not None else ""))
-    passed = [r.evaluation.final_pass for r in env.reward_plans(plans)] if plans else []
+    passed = [domain.passed(r) for r in env.reward_plans(plans)] if plans else []
     return demos, {"final_pass": sum(passed) / max(1, len(passed)), "queries": float(len(plans))}

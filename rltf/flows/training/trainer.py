@@ -24,7 +24,8 @@ One step, top to bottom (:meth:`FlowRLTFTrainer.train_step`), the same as
    (:func:`~rltf.flows.training.trajectory.decision_weights`: ``flow.credit`` global or local+global);
    loss = −Σ_decisions w·log π_c(decision) / trajectories;
 5. the update (:func:`rltf.rl.update.policy_update`, the flat trainer's too: units are decisions,
-   ``owner`` their trajectory): backward, average gradients over processes, clip, step: once
+   ``owner`` their trajectory; the loss is the ``rltf.objective`` entry's, here as ``auto`` derives it):
+   backward, average gradients over processes, clip, step: once
    (REINFORCE, ``rltf.update_epochs = minibatches = 1``), or ``update_epochs`` passes over the batch
    cut into ``minibatches`` of trajectories, one step per minibatch on the clipped ratio surrogate
    loss = −Σ_decisions min(r·w, clip(r)·w) / trajectories (:func:`rltf.algorithms.objectives.clipped_surrogate`),

@@ -4,7 +4,7 @@ Every choice a flow makes on the ``planner`` backend is decoded under a grammar 
 log π_c (:meth:`rltf.flows.engine.flow.PassResult.constrained`), so a pass is a trajectory of
 decisions whose log-probability is the sum of theirs (the decisions are drawn one after the
 other, each conditioned on what the earlier ones did to the prompt and the options). The reward
-is the travel evaluator's score of the delivered itinerary (0 when the flow delivers none).
+is the env's score of the delivered plan (travel: the evaluator's of the itinerary) (0 when the flow delivers none).
 
 log π_c of the decisions, teacher-forced under the models' weights now, beside the sampler's own
 (:attr:`Trajectory.logprob`, no gradients): :func:`decision_logprobs` with gradients (the decoded
@@ -38,9 +38,9 @@ import torch
 
 from rltf.algorithms.credit import CREDITS
 from rltf.flows.agents.dispatch import run_method
+from rltf.flows.agents.domain import flow_domain_of
 from rltf.flows.backends.base import Completion, check_usage_and_logprob
 from rltf.flows.backends.planner import rescore
-from rltf.flows.training.teacher import decision_role
 
 __all__ = ["Decision", "Trajectory", "decision_logprobs", "decision_owner", "decision_values", "decision_weights",
            "roll_out", "trajectory_logprobs"]
@@ -97,11 +97,13 @@ def roll_out(method: str, env, task_id: int, backend, flow, *, trace_path=None) 
                       stacklevel=2)
         return Trajectory(int(task_id), [], 0.0, False, error=f"{type(e).__name__}: {e}")
     local = (fr.extra or {}).get("local") or {}
-    decisions = [Decision(name, decision_role(method, name), c, local.get(name))
+    domain = flow_domain_of(env)
+    role_of = domain.methods.lookup(method).role_of
+    decisions = [Decision(name, role_of(name), c, local.get(name))
                  for name, c in (fr.result.constrained() if fr.result is not None else [])]
     res = env.reward_plans([(task_id, fr.plan if fr.plan is not None else "")])[0]
     reward = res.reward if math.isfinite(res.reward) else 0.0
-    return Trajectory(int(task_id), decisions, float(reward), bool(res.evaluation.final_pass), fr.plan,
+    return Trajectory(int(task_id), decisions, float(reward), bool(domain.passed(res)), fr.plan,
                       res.plan_text if fr.plan is not None else "", fr.error)
 
 

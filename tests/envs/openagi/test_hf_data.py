@@ -479,11 +479,13 @@ def test_dry_run_loads_nothing_even_for_models_that_do_not_exist():
     assert "warning: eval.schemas includes 'oracle'" in text
 
 
-def test_dry_run_rejects_what_cannot_run():
+def test_dry_run_rejects_what_cannot_run(tmp_path):
+    # output_dir: the working directory's checkpoints/default may hold the Quickstart's finished run
+    out = f"output_dir={tmp_path}"
     with pytest.raises(ConfigError, match=r"'env.hf'.*unknown hf backend setting\(s\) \['devices'\]"):
-        describe_run(load_config(["env.suite=full", "env.backend=hf", "env.hf={devices: cuda}"]))
+        describe_run(load_config(["env.suite=full", "env.backend=hf", "env.hf={devices: cuda}", out]))
     with pytest.raises(ConfigError, match=r"'env.datasets'.*unknown data source\(s\) \['coco'\]"):
-        describe_run(load_config(["env.suite=full", "env.backend=hf", "env.datasets={coco: x}"]))
+        describe_run(load_config(["env.suite=full", "env.backend=hf", "env.datasets={coco: x}", out]))
     with pytest.raises(ConfigError, match="'env.suite' is 'full' but 'env.backend' is 'lite'"):
-        describe_run(load_config(["env.suite=full"]))
-    assert "38 tasks" in describe_run(load_config([]))  # the offline default describes itself too
+        describe_run(load_config(["env.suite=full", out]))
+    assert "38 tasks" in describe_run(load_config([out]))  # the offline default describes itself too

@@ -13,13 +13,13 @@ from transformers import PreTrainedTokenizerFast
 from constrained_decoding.rows import GrammarError, RowText, build_row_languages
 from envs.travel.catalog import Catalog
 from envs.travel.env import TravelPlannerEnv
+from envs.travel.flows.mtp import run_mtp
+from envs.travel.flows.okr import run_okr
 from envs.travel.grammar import enumerate_routes, head_text, slot_options, slot_text
 from envs.travel.query import TravelQuery, empty_constraints
 from envs.travel.solver import TravelSolver
 from rltf.config.flow import MTPSettings, OKRSettings
 from rltf.flows import Choices, Completion
-from rltf.flows.agents.mtp import run_mtp
-from rltf.flows.agents.okr import run_okr
 from rltf.flows.engine.choice import ChoiceGrammar
 from tests.envs.travel.test_real_tables_evaluator import DATES, _drivable, real_index
 

@@ -65,7 +65,8 @@ def test_the_flows_command_reports_a_bad_database_in_one_line(tmp_path):
 def test_the_flows_command_runs_from_the_hub_files_alone(tmp_path):
     hub = write_hub_dir(tmp_path / "hub")
     common = ("rltf.flows.evaluate", "config=configs/travel-mtp.yaml", "env.travel.database_dir=reference_information",
-              f"env.travel.queries_source={hub}", "flow.limit=2", f"output_dir={tmp_path / 'runs'}")
+              f"env.travel.queries_source={hub}", "flow.limit=2", f"output_dir={tmp_path / 'runs'}",
+              f"planner.embedded.dir={tmp_path / 'embedded'}")  # not the working directory's checkpoints/
     p = run(*common, "flow.splits=[validation:re-split:test]", "run_name=sole")
     assert p.returncode == 0, p.stderr[-2000:]
     assert "validation:re-split:test" in p.stdout and p.stdout.strip().splitlines()[-1].startswith(

@@ -1,5 +1,4 @@
-"""The texts the travel flows' prompts show (MTP, OKR-Agent, ReAct, flat), and what one flow did
-for one query (:class:`FlowRun`).
+"""The texts the travel flows' prompts show (MTP, OKR-Agent, ReAct, flat).
 
 The travel domain itself lives beside the solver in ``envs/travel``: every agent looks the sandbox
 up through its search tools (:class:`envs.travel.catalog.Catalog` of priced options), decomposes
@@ -12,16 +11,13 @@ planner's tokenizer knows printable ASCII only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from envs.travel.catalog import Option, money
-from envs.travel.plans import Plan
 from envs.travel.query import TravelQuery
 from envs.travel.routes import Route
 from envs.travel.text import attractions_text
 
-__all__ = ["FlowRun", "attraction_text", "constraints_text", "option_lines", "route_text", "schedule_text"]
+__all__ = ["attraction_text", "constraints_text", "option_lines", "route_text", "schedule_text"]
 
 
 def option_lines(options: Sequence[Option]) -> str:
@@ -53,14 +49,3 @@ def constraints_text(q: TravelQuery) -> str:
 
 def attraction_text(options: Sequence[Option]) -> str:
     return attractions_text([o.text for o in options])
-
-
-@dataclass
-class FlowRun:
-    """What one flow did for one query: its plan (the official JSON, or None when it delivered
-    none), the pass (trace, usage, per-node completions) and why it failed, if it did."""
-
-    plan: Plan | None
-    result: Any = None  # rltf.flows.engine.results.PassResult
-    error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)

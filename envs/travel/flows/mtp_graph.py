@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.travel.flows import mtp_prompts as P
 from envs.travel.query import TravelQuery
 from envs.travel.routes import Route
 from envs.travel.schema import MEALS
-from rltf.flows.agents import mtp_prompts as P
 
 __all__ = ["MetaTask", "decompose", "graph_record"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from envs.travel.flows import mtp_prompts as P
+from envs.travel.flows.mtp_graph import MetaTask
 from envs.travel.query import TravelQuery
-from rltf.flows.agents import mtp_prompts as P
-from rltf.flows.agents.mtp_graph import MetaTask
 
 __all__ = ["rewrite"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from envs.travel.catalog import SKIP, Catalog, Option
+from envs.travel.flows import mtp_prompts as P
+from envs.travel.flows.mtp_graph import MetaTask
 from envs.travel.local_checks import hotel_problems, transport_problems
-from rltf.flows.agents import mtp_prompts as P
-from rltf.flows.agents.mtp_graph import MetaTask
 
 __all__ = ["candidates", "missing_cuisines"]
 

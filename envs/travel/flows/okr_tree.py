@@ -1,17 +1,17 @@
 """OKR-Agent's hierarchy: the objectives, the key results each can be expanded into, and the
-tree of agents (one per objective, per key result, per key result and day) with their criteria."""
+tree of agents (:class:`rltf.flows.agents.okr.Agent`: one per objective, per key result, per key result and
+day) with their criteria: the travel side of the OKR-Agent pattern."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
+from envs.travel.flows import okr_prompts as P
 from envs.travel.query import TravelQuery
 from envs.travel.schema import MEALS
 from envs.travel.verdicts import PAPER_NAMES
-from rltf.flows.agents import okr_prompts as P
+from rltf.flows.agents.okr import Agent
 
 __all__ = ["FIELDS", "OBJECTIVES", "Agent", "agent_tree", "candidate_key_results", "key_result_choices",
            "objective_orders"]
@@ -46,24 +46,6 @@ def key_result_choices(candidates: Sequence[str]) -> dict[str, list[str]]:
     by its text (the constraints' paper names)."""
     subsets = [list(c) for k in range(len(candidates), 0, -1) for c in itertools.combinations(candidates, k)]
     return {", ".join(PAPER_NAMES[n] for n in s): s for s in subsets}
-
-
-@dataclass
-class Agent:
-    """One agent of the OKR tree: an objective (level 1), a key result (2) or a key result on one day (3)."""
-
-    name: str
-    objective: str
-    level: int
-    constraints: list[str]
-    title: str
-    criterion: str
-    parent: str | None = None
-    day: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "level": self.level, "title": self.title, "criterion": self.criterion,
-                "constraints": self.constraints, "parent": self.parent, "day": self.day}
 
 
 def agent_tree(objectives: Sequence[str], key_results: dict[str, list[str]], levels: int, days: int) -> list[Agent]:

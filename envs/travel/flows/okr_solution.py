@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envs.travel.catalog import Catalog, Option
+from envs.travel.flows.texts import attraction_text
 from envs.travel.plans import Plan
 from envs.travel.routes import Route, assemble
 from envs.travel.schema import MEALS
 from envs.travel.trip_costs import choice_cost
-from rltf.flows.agents.travel_nodes import attraction_text
 
 __all__ = ["Slot", "Solution"]
 

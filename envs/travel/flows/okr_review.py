@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 from envs.travel.blame import blamed_items
 from envs.travel.catalog import Option
+from envs.travel.flows.okr_solution import Solution
 from envs.travel.local_checks import covered_cuisines
 from envs.travel.verdicts import Verdict
-from rltf.flows.agents.okr_solution import Solution
-from rltf.flows.agents.okr_tree import Agent
+from rltf.flows.agents.okr import Agent
 
 __all__ = ["Review", "fixes", "review", "score", "verdicts"]
 

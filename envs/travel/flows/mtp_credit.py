@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from envs.travel.catalog import SKIP, Catalog
+from envs.travel.flows.mtp_graph import MetaTask
 from envs.travel.local_checks import covered_cuisines, hotel_problems, transport_problems
-from rltf.flows.agents.mtp_graph import MetaTask
 
 __all__ = ["local_results"]
 

@@ -1,0 +1,32 @@
+"""The flat planner on the travel sandbox (the pattern: :mod:`rltf.flows.agents.flat`): the whole
+itinerary in one constrained decode under the query's whole-plan grammar
+(:meth:`envs.travel.env.TravelPlannerEnv.grammar`: the route, then every day's slots), or, with an
+openai backend, free JSON text parsed by :func:`envs.travel.plans.parse_plan`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envs.travel.flows.react import PLAN_FORMAT
+from envs.travel.plans import PlanParseError, parse_plan
+from rltf.flows.agents.domain import FlowRun
+from rltf.flows.agents.flat import WholePlan
+from rltf.flows.agents.flat import run_flat as run_whole_plan
+from rltf.flows.engine.config import FlowConfig
+
+__all__ = ["run_flat", "whole_plan"]
+
+SYSTEM = "You are a travel planner."
+
+
+def whole_plan(env, query) -> WholePlan:
+    """What the flat pattern needs of ``query``."""
+    q = env.get_query(query)
+    return WholePlan(q, q.id, q.query, SYSTEM, PLAN_FORMAT, parse_plan, PlanParseError)
+
+
+def run_flat(env, query, backend, *, config: FlowConfig | None = None, system_prompts: bool = False,
+             trace_path: str | Path | None = None) -> FlowRun:
+    """Plan ``query`` in one decode on ``backend`` (see the module docstring)."""
+    return run_whole_plan(env, whole_plan(env, query), backend, config=config, system_prompts=system_prompts,
+                          trace_path=trace_path)
