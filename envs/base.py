@@ -128,6 +128,11 @@ class RLTFEnvBase(gym.Env, abc.ABC):
         """Not available (:meth:`reward_workers_unsupported` says why): raises ``NotImplementedError``."""
         raise NotImplementedError(self.reward_workers_unsupported())
 
+    def split_reward_plans(self, pairs: Sequence[tuple[Any, Any]], rng: np.random.Generator, exchange,
+                           process: int, processes: int) -> list[RewardResult]:
+        """This process's pairs scored here (:meth:`reward_plans`): the env shares no execution out."""
+        return self.reward_plans(pairs, rng=rng)
+
     def flow_domain(self) -> Any:
         """None: the env has no agent flows (:meth:`envs.protocol.RLTFEnv.flow_domain`)."""
         return None

@@ -169,6 +169,15 @@ class RLTFEnv(Protocol):
         :meth:`reward_workers_unsupported` is None (else it may raise ``NotImplementedError``)."""
         ...
 
+    def split_reward_plans(self, pairs: Sequence[tuple[Any, Any]], rng: np.random.Generator, exchange,
+                           process: int, processes: int) -> list[RewardResult]:
+        """:meth:`reward_plans` of this process's ``pairs`` when ``processes`` processes train together
+        (all call it at once; ``exchange(obj)`` gathers an object of every process, in process order).
+        An env may share the execution out (OpenAGI executes each process's own samples of every
+        process's plans, so no process waits for the one whose tasks cost most); the results are those
+        of :meth:`reward_plans`. The default scores this process's pairs alone."""
+        ...
+
     def flow_domain(self) -> Any:
         """The env's agent-flow domain (:class:`rltf.flows.agents.domain.FlowDomain`: the flow methods it
         offers, their roles, its warm-start teacher) for ``flow.enabled`` and ``python -m

@@ -99,13 +99,12 @@ def task_shard(task_ids: list[int], process_index: int, num_processes: int) -> l
 # ------------------------------------------------------------------------------ the rewards
 def execute(env, pairs: list, rng: np.random.Generator, accelerator) -> list:
     """The env's results for this process's (task, plan) pairs (``env.reward_plans``). With several
-    processes, an env that splits its execution by sample (``env.split_reward_plans``, OpenAGI's) has
-    every process execute its own samples of every process's plans, so no process waits for the one
-    whose tasks cost most; the rewards are the same."""
-    split = getattr(env, "split_reward_plans", None)
-    if accelerator.num_processes == 1 or split is None:
+    processes, the env's ``split_reward_plans`` (all processes at once): an env may share the execution
+    out (OpenAGI: every process executes its own samples of every process's plans, so no process waits
+    for the one whose tasks cost most); the rewards are the same."""
+    if accelerator.num_processes == 1:
         return env.reward_plans(pairs, rng=rng)
-    return split(pairs, rng, gather_objects, accelerator.process_index, accelerator.num_processes)
+    return env.split_reward_plans(pairs, rng, gather_objects, accelerator.process_index, accelerator.num_processes)
 
 
 # ------------------------------------------------------------------------ 2. the loss weights
