@@ -52,8 +52,15 @@ language written as a flat list of plan strings.
     python benchmarks/decoding.py [--prompts 8] [--repeats 5] [--threads 1] [--sections openagi travel xgrammar]
     python benchmarks/decoding.py --quick          # fewer prompts / queries / repeats: about 2 minutes
 
+pddl section (issue #50 item 2; ``--sections pddl``, not in the default run; ``decoding_pddl.py``): the
+pddl env's ``syntax`` and ``legal`` plan grammars under the embedded planner, per row-step against an
+unconstrained HF ``generate`` as in the travel section, and the share of the legal grammar's lazy
+expansion (a decode from fresh grammars against the same decode again); last line
+``pddl constrained/unconstrained per row-step (<mode>): syntax <ratio>, legal <ratio>; legal expansion share <share>``.
+
 The sections live beside this entry point: ``decoding_openagi.py``, ``decoding_travel.py``,
-``decoding_xgrammar.py``, and what they share (prompts, planner, timing) in ``decoding_common.py``.
+``decoding_xgrammar.py``, ``decoding_pddl.py``, and what they share (prompts, planner, timing) in
+``decoding_common.py``.
 
 Times are the median run of ``--repeats`` (methods take turns). The last lines are the ratios
 (with the xgrammar section, first ``ours/xgrammar per row-step (sample): <ratio>``,
@@ -77,6 +84,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 from benchmarks.decoding_openagi import openagi_section  # noqa: E402
+from benchmarks.decoding_pddl import pddl_section  # noqa: E402
 from benchmarks.decoding_travel import travel_section  # noqa: E402
 from benchmarks.decoding_xgrammar import load_xgrammar_peer, xgrammar_section  # noqa: E402
 
@@ -90,14 +98,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on shared CPUs)")
     p.add_argument("--modes", nargs="+", choices=("beam", "sample"), default=["beam", "sample"],
                    help="which searches to time (the openagi section's last two lines need beam)")
-    p.add_argument("--sections", nargs="+", choices=("openagi", "travel", "xgrammar"),
+    p.add_argument("--sections", nargs="+", choices=("openagi", "travel", "xgrammar", "pddl"),
                    default=["openagi", "travel"],
-                   help="xgrammar (HF generate + XGrammar, about 8 minutes at the default sizes) runs when named")
+                   help="xgrammar (HF generate + XGrammar, ~8 minutes at the default sizes) and pddl run when named")
     p.add_argument("--xgrammar-flat", action="store_true",
                    help="xgrammar section: also time the plan language written as a flat list of plan strings")
     p.add_argument("--travel-queries", type=int, default=2, help="decoded travel queries per trip length (3/5/7)")
     p.add_argument("--build-queries", type=int, default=5, help="travel queries per trip length timed building")
     p.add_argument("--build-repeats", type=int, default=3)
+    p.add_argument("--pddl-sizes", type=int, nargs=2, default=[5, 8], help="pddl section: Blocksworld blocks, min max")
     p.add_argument("--quick", action="store_true",
                    help="about 2 minutes: 4 OpenAGI prompts, 1 travel query per length, 3 repeats")
     args = p.parse_args(argv)
@@ -113,6 +122,8 @@ def main(argv: list[str] | None = None) -> None:
         summary = travel_section(args) + summary
     if "xgrammar" in args.sections:
         summary = xgrammar_section(args, load_xgrammar_peer()) + summary
+    if "pddl" in args.sections:
+        summary = pddl_section(args) + summary
     print()
     for line in summary:
         print(line)

@@ -49,15 +49,17 @@ Public API
 - :func:`plan_logprobs`: differentiable ``[n]`` tensor of log π_c(action) (of actions, or of
   DecodedPlans, whose rows are reused)
 - :class:`Grammar` (the protocol), :func:`build_row_languages` / :class:`RowText` (the minimal
-  DFA of enumerated row texts, tokenised in context), :class:`TokenDFA` / :func:`build_dfa`
+  DFA of enumerated row texts, tokenised in context), :class:`TokenDFA` / :func:`build_dfa`,
+  :class:`LazyTokenDFA` (an automaton expanded as rows reach its states)
 - :func:`format_prompt`, :data:`PLAN_SEPARATOR`: the prompt format (causal models append it);
   :func:`encode_prompts`: its token ids
 
 Modules, by job:
 
 - grammars: ``protocol`` (Grammar), ``dfa`` (TokenDFA), ``rows`` (row languages from texts),
-  ``tables`` (a batch's automata as tensors), ``finish_bounds`` (how soon a row can finish: when
-  the searches must read the device);
+  ``lazy_dfa`` (LazyTokenDFA: states expanded on demand), ``tables`` (a batch's automata as tensors),
+  ``lazy_tables`` (a batch's tables growing as rows reach lazy states), ``finish_bounds`` (how soon
+  a row can finish: when the searches must read the device);
 - the distribution: ``head`` (allowed-token logits), ``masking`` (π_c's log-probabilities from
   them), ``row_draws`` (per-row random streams), ``gumbel_keys`` (stochastic beam search's keys);
 - the model: ``runner`` (step-wise features over the running rows), ``teacher_forcing`` (every
@@ -77,6 +79,7 @@ Models: HF encoder-decoder (T5) or causal (LLaMA-style) models, plain or PEFT-wr
 
 from constrained_decoding.decode import DecodedPlan, beam_search_plans, greedy_plans, sample_plans
 from constrained_decoding.dfa import TokenDFA, build_dfa
+from constrained_decoding.lazy_dfa import LazyTokenDFA
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.prompts import PLAN_SEPARATOR, encode_prompts, format_prompt
 from constrained_decoding.protocol import Grammar
@@ -88,6 +91,7 @@ __all__ = [
     "DistinctPlans",
     "Grammar",
     "GrammarError",
+    "LazyTokenDFA",
     "PLAN_SEPARATOR",
     "RowLanguages",
     "RowText",

@@ -161,7 +161,7 @@ class BeamSearch:
         # reads skipped while no row can finish: the next step that must read, each
         # grammar state's fewest steps to the end (on the device), and the unread steps' unusable-logit counts
         self.due = 0
-        self.to_end = torch.as_tensor(table_bounds(tables)[0], device=dev)
+        self.to_end = None if tables.lazy else torch.as_tensor(table_bounds(tables)[0], device=dev)
         self.unread_bad: list[tuple[int, torch.Tensor]] = []
         self.left_max: torch.Tensor | None = None  # (stochastic) see _left_max
         self._layout: tuple | None = None  # (widths, then _grid's tensors) of the running groups' grid
@@ -187,6 +187,7 @@ class BeamSearch:
         widths = [self.groups[g].width for g in self.running]
         n, w = len(widths), max(widths)
         self.steps += 1
+        tables.ensure(self.state)  # (lazy tables lay out the rows of states reached at the last step)
         lp, self.idx, self.bad = slot_logprobs(self.runner, tables, self.feats, self.state, self.temperature)
         d = lp.shape[1]
         cand = self.score.unsqueeze(1) + lp
@@ -318,6 +319,8 @@ class BeamSearch:
         states the running beams take at this step. Until then no row can end, so nothing enters a
         group's kept hypotheses and a group can stop only when its kept list is full (then every
         step reads); joining rows read at the next step (:meth:`_join`)."""
+        if self.to_end is None:  # lazy tables: a state's bound is 1 (lazy_tables), so read at every step
+            return torch.ones((), dtype=torch.long, device=self.dev)
         live = step.score > NEG_INF  # (-inf rows are padding picks: their states say nothing)
         nxt = self.tables.next_state[self.state[step.src], step.slot]
         big = torch.iinfo(torch.long).max // 4

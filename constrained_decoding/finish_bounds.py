@@ -53,7 +53,11 @@ def steps_to_final(dfa: TokenDFA) -> np.ndarray:
 
 def table_bounds(tables: StateTables) -> tuple[np.ndarray, np.ndarray]:
     """For the stacked numbering of ``tables``, on the host: ``steps_to_final`` of every state and
-    which states are final (no device read; memoized per tables object)."""
+    which states are final (no device read; memoized per tables object). Lazy tables
+    (:class:`~constrained_decoding.lazy_tables.LazyStateTables`) answer with host lists that grow as
+    their states are discovered."""
+    if tables.lazy:
+        return tables.host_bounds(steps_to_final)
     hit = _TABLES_MEMO.get(tables)
     if hit is not None:
         return hit

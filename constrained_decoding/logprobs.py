@@ -83,15 +83,14 @@ class _DistinctRows:
         seen: dict[tuple, int] = {}
         for j, (g, plan) in enumerate(zip(grammars, plans)):
             pairs = plan.row_pairs() if isinstance(plan, DecodedPlan) else g.rows_for(plan)
-            off = tables.offset[g]
             for start, tokens in pairs:
-                key = (prompt_of[j], start + off, tuple(int(t) for t in tokens))
+                key = (prompt_of[j], tables.index(g, start), tuple(int(t) for t in tokens))
                 if key not in seen:
                     seen[key] = len(self.tokens)
                     states, slots = g.dfa.walk(start, tokens)
                     self.tokens.append(tokens)
                     self.prompt.append(key[0])
-                    self.states.append([s + off for s in states])
+                    self.states.append([tables.index(g, s) for s in states])
                     self.slots.append(slots)
                 self.plan.append(j)
                 self.of.append(seen[key])
@@ -140,6 +139,7 @@ def _row_logprobs(runner: PlannerRunner, tables, sink: int, temperature: float, 
         state[r, : len(st)] = torch.as_tensor(st)
         slot[r, : len(sl)] = torch.as_tensor(sl)
         mask[r, : len(st)] = True
+    tables.ensure(state)  # (lazy tables: the rows of the states teacher forcing reads)
     dev = runner.device
     state, slot, mask = state.to(dev), slot.to(dev), mask.to(dev)
     feats = runner.teacher_force(torch.as_tensor(row_prompt), rows)

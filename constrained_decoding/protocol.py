@@ -24,6 +24,9 @@ builds the minimal DFA of enumerated row texts tokenised in context (small langu
 OpenAGI's plans); a grammar over thousands of entity names per query can compose its automaton
 from sub-automata (one per slot of an itinerary, choices depending on earlier choices) and hand
 over a ``TokenDFA(transitions, final, pad_id)`` it built itself — nothing here enumerates actions.
+A grammar whose states cannot be enumerated at all (the pddl env's ``legal`` grammar: one state per
+reachable simulator state) hands over a :class:`constrained_decoding.lazy_dfa.LazyTokenDFA` instead,
+whose states are expanded when a row first reaches them; every decoder path takes it alike.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ class Grammar(Protocol):
     env should hand out the same object for the same query (cache them)."""
 
     dfa: TokenDFA
-    """The token-level automaton of every row language of this grammar (states shared)."""
+    """The token-level automaton of every row language of this grammar (states shared); or a
+    :class:`~constrained_decoding.lazy_dfa.LazyTokenDFA`, expanded on demand."""
     eos_id: int
     """The end-of-row token (rows that end the action end with it)."""
     pad_id: int

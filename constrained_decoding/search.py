@@ -101,7 +101,8 @@ def slot_logprobs(runner: PlannerRunner, tables: StateTables, feats: torch.Tenso
     The mask is :func:`constrained_decoding.masking.decoding_logprobs` (the scorer's
     :func:`~constrained_decoding.masking.constrained_logprobs`, with a bad row replaced by the
     uniform distribution over its allowed slots); callers raise :func:`nonfinite_logits_error`
-    when any row is bad, at a step's first host transfer."""
+    when any row is bad, at a step's first host transfer. The rows of ``state`` must be laid out
+    (lazy tables: :meth:`~constrained_decoding.lazy_tables.LazyStateTables.ensure` first)."""
     idx = tables.allowed[state]
     lp, bad = decoding_logprobs(runner.allowed_logits(feats, tables, state), tables.valid[state], temperature)
     return lp, idx, bad
@@ -116,7 +117,7 @@ def open_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[i
 
     ``join``: the rows join the running batch (after its rows) instead of starting a new one.
     ``forks``: per row, a finished row's cache to start from (see :func:`forks_for`)."""
-    keys = [(runner.canonical[p], tables.offset[g] + s) for p, (g, s) in zip(prompt_idx, starts)]
+    keys = [(runner.canonical[p], tables.index(g, s)) for p, (g, s) in zip(prompt_idx, starts)]
     first: dict[tuple[int, int], int] = {}
     uniq_prompt, uniq_pre, uniq_state, uniq_fork = [], [], [], []
     for k, (g, s), f in zip(keys, starts, forks or [None] * len(keys)):
@@ -126,7 +127,7 @@ def open_rows(runner: PlannerRunner, tables: StateTables, prompt_idx: Sequence[i
         pre, end = g.dfa.forced_prefix(s)
         uniq_prompt.append(k[0])
         uniq_pre.append(pre)
-        uniq_state.append(end + tables.offset[g])
+        uniq_state.append(tables.index(g, end))
         uniq_fork.append(f)
     dev = tables.allowed.device
     state = upload(uniq_state, dev)
@@ -183,7 +184,7 @@ def _start_states(tables: StateTables, starts: Sequence[RowStart]) -> list[int]:
     for g, s in starts:
         key = (id(g), s)
         if key not in memo:
-            memo[key] = g.dfa.forced_prefix(s)[1] + tables.offset[g]
+            memo[key] = tables.index(g, g.dfa.forced_prefix(s)[1])
         out.append(memo[key])
     return out
 
@@ -267,6 +268,7 @@ class RowSampler:
         """One step on the device: every running position draws a slot (from the batch's generator or
         its row's stream), adds its log-probability and takes the next state; the tokens drawn."""
         tables = self.tables
+        tables.ensure(self.state)  # (lazy tables lay out the rows of states reached at the last step)
         lp, idx, bad = slot_logprobs(self.runner, tables, self.feats, self.state, self.temperature)
         if self.draws is None:
             slot = multinomial_one(lp.exp(), self.generator)

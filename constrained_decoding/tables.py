@@ -5,10 +5,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 
+from constrained_decoding.lazy_dfa import is_lazy
+from constrained_decoding.lazy_tables import LazyStateTables
 from constrained_decoding.protocol import Grammar
 
 
@@ -29,6 +32,14 @@ class StateTables:
     offset: dict[Grammar, int]
     vocab: torch.Tensor  # [U] int64, sorted
     allowed_local: torch.Tensor  # [S, D] int64 positions in ``vocab``
+    lazy: ClassVar[bool] = False  # (:class:`~constrained_decoding.lazy_tables.LazyStateTables`: True)
+
+    def index(self, grammar: Grammar, s: int) -> int:
+        """The stacked number of ``grammar``'s state ``s``."""
+        return self.offset[grammar] + s
+
+    def ensure(self, state) -> None:
+        """Nothing to lay out: every state has its row (lazy tables lay out the rows of ``state`` here)."""
 
 
 CACHE_ENTRIES = 64
@@ -43,7 +54,7 @@ _cache: OrderedDict[tuple, StateTables] = OrderedDict()
 _lock = threading.Lock()  # (flow backends decode from several threads)
 
 
-def stack_tables(grammars: tuple[Grammar, ...], device: torch.device) -> StateTables:
+def stack_tables(grammars: tuple[Grammar, ...], device: torch.device) -> StateTables | LazyStateTables:
     """One state numbering for the grammars of a batch (cached, least recently used out first, within
     :data:`CACHE_ENTRIES` batches and :data:`CACHE_BYTES`: grammars hash by identity).
 
@@ -69,8 +80,21 @@ def _nbytes(t: StateTables) -> int:
                                                        t.allowed_local))
 
 
-def _stack_tables(grammars: tuple[Grammar, ...], device: torch.device) -> StateTables:
+def _stack_tables(grammars: tuple[Grammar, ...], device: torch.device) -> StateTables | LazyStateTables:
     width = max(g.dfa.width for g in grammars)
+    lazy = [g for g in dict.fromkeys(grammars) if is_lazy(g.dfa)]
+    if lazy:  # the eager ones stacked as below, the lazy ones' rows laid out as decoding reaches them
+        eager = tuple(g for g in grammars if not is_lazy(g.dfa))
+        return LazyStateTables(eager, _eager_arrays(eager, width), lazy, width, device)
+    allowed, valid, nxt, final, offset = _eager_arrays(grammars, width)
+    vocab, local = np.unique(allowed, return_inverse=True)
+    as_t = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(device)  # noqa: E731
+    return StateTables(as_t(allowed), as_t(valid), as_t(nxt), as_t(final), offset, as_t(vocab.astype(np.int64)),
+                       as_t(local.reshape(allowed.shape).astype(np.int64)))
+
+
+def _eager_arrays(grammars: tuple[Grammar, ...], width: int) -> tuple:
+    """``(allowed, valid, next_state, final, offset)``: the grammars' DFAs stacked, each padded to ``width``."""
     allowed, valid, nxt, final, offset, base = [], [], [], [], {}, 0
     for g in grammars:
         if g in offset:
@@ -85,9 +109,7 @@ def _stack_tables(grammars: tuple[Grammar, ...], device: torch.device) -> StateT
         final.append(f)
         offset[g] = base
         base += d.num_states
-    allowed_np = np.concatenate(allowed)
-    vocab, local = np.unique(allowed_np, return_inverse=True)
-    as_t = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(device)  # noqa: E731
-    return StateTables(as_t(allowed_np), as_t(np.concatenate(valid)), as_t(np.concatenate(nxt)),
-                       as_t(np.concatenate(final)), offset, as_t(vocab.astype(np.int64)),
-                       as_t(local.reshape(allowed_np.shape).astype(np.int64)))
+    if not offset:
+        return np.zeros((0, width), np.int64), np.zeros((0, width), bool), np.zeros((0, width), np.int64), \
+            np.zeros(0, bool), offset
+    return np.concatenate(allowed), np.concatenate(valid), np.concatenate(nxt), np.concatenate(final), offset

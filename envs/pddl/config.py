@@ -51,7 +51,8 @@ class PddlEnvConfig:
     """A folder of problems laid out like PlanBench's (domain file, instance-<k>.pddl, optional plans and
     split.json); None: the generator's persisted splits of the shipped domain."""
     grammar: str = "syntax"
-    """The plan grammar: syntax (any sequence of the problem's ground actions, types respected)."""
+    """The plan grammar: syntax (any sequence of the problem's ground actions, types respected) or legal (only
+    actions applicable in the state the plan has reached; a plan may end anywhere)."""
     max_plan_length: int = num(32, ge=1)
     """The most actions the grammar lets a plan have."""
     seed: int = num(0, ge=0)

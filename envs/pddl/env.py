@@ -95,12 +95,15 @@ class PddlEnv(RLTFEnvBase):
         return super().get_task(task)
 
     def grammar(self, tokenizer, task: Any):
-        """The grammar of the task's kind, one per (tokenizer, action set): tasks over the same objects share it."""
+        """The grammar of the task's kind, one per tokenizer and what the kind shares it across
+        (:meth:`~envs.pddl.grammar.GrammarKind.share_key`: ``syntax``, the tasks over the same objects;
+        ``legal``, those with the same initial state too)."""
         inst = self.instances[self.get_task(task).id]
         per_tok = self._grammars.setdefault(tokenizer, {})
-        key = tuple(a.text for a in inst.task.actions)
+        kind = GRAMMAR_KINDS[self.grammar_kind]
+        key = kind.share_key(inst.task)
         if key not in per_tok:
-            per_tok[key] = GRAMMAR_KINDS[self.grammar_kind](tokenizer, inst.task, self.max_plan_length)
+            per_tok[key] = kind.build(tokenizer, inst.task, self.max_plan_length)
         return per_tok[key]
 
     def reward_plans(self, pairs: Sequence[tuple[Any, Any]],

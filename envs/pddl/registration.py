@@ -5,7 +5,9 @@ names :data:`SPEC` by its import path, so this module is imported on the first l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from envs.pddl.config import PddlConfigError, PddlEnvConfig
 from envs.registry import EnvSpec
@@ -52,5 +54,23 @@ def describe(section: PddlSection) -> list[str]:
     return describe_env(section.pddl)
 
 
+def provenance(section: PddlSection, env: Any = None, evaluated: Sequence[str] = (),
+               roles: bool = False) -> tuple[dict[str, Any], str]:
+    """What a results table was computed on (the results JSON's ``data``, and a line under the table's
+    title): the problems, and the plan grammar with its cap -- every result names its grammar."""
+    c = section.pddl
+    if c.problems is not None:
+        problems = f"the problems of {c.problems}"
+    else:
+        problems = (f"{c.domain} generated with seed {c.seed} ({c.sizes[0]}-{c.sizes[1]} objects; test-long "
+                    f"{c.long_sizes[0]}-{c.long_sizes[1]})")
+    if c.obfuscation_seed is not None or c.renaming is not None:
+        problems += f", renamed ({c.renaming or f'words drawn with seed {c.obfuscation_seed}'})"
+    data = {"problems": problems, "grammar": c.grammar, "max_plan_length": c.max_plan_length,
+            "test_split": c.test_split, "evaluated": list(evaluated)}
+    shown = f"; evaluated: {', '.join(evaluated)}" if evaluated else ""
+    return data, f"data: {problems}; grammar {c.grammar} (plans of at most {c.max_plan_length} actions){shown}"
+
+
 SPEC = EnvSpec(name="pddl", section=PddlSection, make=make, make_train_and_held_out=make_train_and_held_out,
-               split_ids=split_ids, describe=describe)
+               split_ids=split_ids, describe=describe, provenance=provenance)

@@ -159,8 +159,9 @@ def test_the_config_section(tmp_path):
 
     cfg = load_config(["env.name=pddl", "env.pddl.sizes=[3,4]", "env.pddl.shaping.step_cost=0.1"])
     assert cfg.env.pddl.sizes == [3, 4] and cfg.env.pddl.shaping.step_cost == 0.1
-    with pytest.raises(ConfigError, match=r"'env.pddl.grammar': 'legal'; expected one of syntax"):
-        load_config(["env.name=pddl", "env.pddl.grammar=legal"])
+    assert load_config(["env.name=pddl", "env.pddl.grammar=legal"]).env.pddl.grammar == "legal"
+    with pytest.raises(ConfigError, match=r"'env.pddl.grammar': 'lawful'; expected one of syntax, legal"):
+        load_config(["env.name=pddl", "env.pddl.grammar=lawful"])
     with pytest.raises(ConfigError, match=r"'env.pddl.long_sizes': \[4, 6\]; expected more objects than any "):
         load_config(["env.name=pddl", "env.pddl.long_sizes=[4,6]"])
     with pytest.raises(ConfigError, match=rf"^{tmp_path}: no instance-<k>.pddl problem in the folder$"):

@@ -34,7 +34,9 @@ def test_pddl_trains_end_to_end_through_train_rltf_py(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("held-out goal rate: zero=n/a few=n/a finetuned=") and last.endswith(" oracle=1.0000"), last
-    table = json.loads((tmp_path / "bw" / "results.json").read_text())["table"]
+    results = json.loads((tmp_path / "bw" / "results.json").read_text())
+    table = results["table"]
+    assert results["data"]["grammar"] == "syntax"  # every result names its grammar
     assert table["rows"]["reference"]["goal rate"] == 1.0 and table["rows"]["oracle"]["goal rate"] == 1.0
     assert 0 <= table["rows"]["rltf"]["goal rate"] <= 1
 
