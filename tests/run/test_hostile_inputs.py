@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.recipe_batch import run_recipes
 from tests.two_processes import child_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,9 +59,23 @@ def test_a_pickled_pytorch_model_bin_is_one_line_naming_it(tmp_path):
 
 
 # ------------------------------------------------------------------ a control character in an override
-@pytest.mark.parametrize("script", ["rltf.py", "sft.py", "evaluate.py", "grpo.py"])
-def test_a_control_character_in_an_override_is_one_line(tmp_path, script):
-    line = _one_error_line(_recipe(script, "run_name=a\x01b", "dry_run=true", f"output_dir={tmp_path}"))
+RECIPES = ["rltf.py", "sft.py", "evaluate.py", "grpo.py"]
+
+
+@pytest.fixture(scope="module")
+def control_character_runs(tmp_path_factory) -> dict:
+    """Each recipe given ``run_name=a\\x01b``, all in one child process (tests/recipe_batch.py: one
+    start-up instead of four); what importing the recipes printed is empty."""
+    out = tmp_path_factory.mktemp("control")
+    startup, done = run_recipes([(script, ["run_name=a\x01b", "dry_run=true", f"output_dir={out / script}"])
+                                 for script in RECIPES], {**child_env(), **OFFLINE})
+    assert startup.returncode == 0 and startup.stdout == startup.stderr == "", startup
+    return dict(zip(RECIPES, done))
+
+
+@pytest.mark.parametrize("script", RECIPES)
+def test_a_control_character_in_an_override_is_one_line(control_character_runs, script):
+    line = _one_error_line(control_character_runs[script])
     assert "run_name=a\\x01b" in line and "control characters" in line
 
 
