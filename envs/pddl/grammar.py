@@ -76,13 +76,7 @@ class SyntaxGrammar:
     def rows_for(self, plan) -> list[Row]:
         """The row of a plan (text or action texts); :class:`PlanOutsideGrammar` for one it cannot produce."""
         indices, error = plan_indices(self.task, plan)
-        if error is not None:
-            raise PlanOutsideGrammar(error)
-        if len(indices) > self.max_length:
-            raise PlanOutsideGrammar(f"the plan has {len(indices)} actions; the grammar's cap is {self.max_length} "
-                                     "(env.pddl.max_plan_length)")
-        tokens = [t for k, i in enumerate(indices) for t in (self.later[i] if k else self.first[i])]
-        return [(self.root, (*tokens, self.eos_id))]
+        return _plan_row(self, indices, error)
 
     def format(self, plan: Sequence[str]) -> str:
         return format_plan(plan)
@@ -129,6 +123,18 @@ def _checked_pieces(tokenizer, task: GroundTask, kind: str):
         if any(eos in p for p in pieces):
             raise GrammarError(f"an action of {where} contains the end token {eos}")
     return eos, pad, first, later
+
+
+def _plan_row(grammar, indices: Sequence[int], error: str | None) -> list[Row]:
+    """The one row of a plan of action ``indices`` (its first action's tokens, then the later ones', then
+    the end token), or :class:`PlanOutsideGrammar` with ``error`` or the cap it exceeds."""
+    if error is not None:
+        raise PlanOutsideGrammar(error)
+    if len(indices) > grammar.max_length:
+        raise PlanOutsideGrammar(f"the plan has {len(indices)} actions; the grammar's cap is {grammar.max_length} "
+                                 "(env.pddl.max_plan_length)")
+    tokens = [t for k, i in enumerate(indices) for t in (grammar.later[i] if k else grammar.first[i])]
+    return [(grammar.root, (*tokens, grammar.eos_id))]
 
 
 def _read_row(g, root_tokens: Sequence[int]) -> Plan:
@@ -218,13 +224,7 @@ class LegalGrammar:
         if error is None:
             out = simulate(self.task, indices)
             error = None if out.valid else out.error
-        if error is not None:
-            raise PlanOutsideGrammar(error)
-        if len(indices) > self.max_length:
-            raise PlanOutsideGrammar(f"the plan has {len(indices)} actions; the grammar's cap is {self.max_length} "
-                                     "(env.pddl.max_plan_length)")
-        tokens = [t for k, i in enumerate(indices) for t in (self.later[i] if k else self.first[i])]
-        return [(self.root, (*tokens, self.eos_id))]
+        return _plan_row(self, indices, error)
 
     def format(self, plan: Sequence[str]) -> str:
         return format_plan(plan)
