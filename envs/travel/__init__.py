@@ -18,10 +18,10 @@ from one below (``tests/envs/travel/test_travel_layers.py`` checks every import 
    for a grammar), ``meal_costs``
 5. rules and costs: ``commonsense``, ``hard_rules`` (one function per constraint; their tables
    ``COMMONSENSE_RULES`` / ``HARD_RULES``), ``route_costs``
-6. ``evaluator`` (+ metrics), ``solver`` (exact minimum cost), ``grammar`` (constrained decoding),
-   ``grammar_memo`` (one grammar per query and tokenizer, shared by envs),
-   ``row_by_row_eval`` (a row-by-row DataFrame re-implementation of the official evaluator, the
-   speed baseline and the agreement check)
+6. ``evaluator``, ``official_metrics`` (the benchmark's metrics), ``submission`` (its file),
+   ``solver`` (exact minimum cost), ``grammar`` (constrained decoding), ``grammar_memo`` (one
+   grammar per query and tokenizer, shared by envs), ``row_by_row_eval`` (a row-by-row DataFrame
+   re-implementation of the official evaluator, the speed baseline and the agreement check)
 7. ``queries`` (the query generator, which prices each query with the solver, and the hub
    loader), ``simple_planners`` (greedy / random / perturbed plans for tests and benchmarks)
 8. ``split`` (the persisted train / validation / test split)

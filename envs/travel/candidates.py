@@ -86,8 +86,9 @@ def query_candidates(index: SandboxIndex, q: TravelQuery) -> QueryCandidates:
 
 def capped_candidates(c: QueryCandidates, limit: int, keep: str, seed: int, cities: int = 0) -> QueryCandidates:
     """``c`` with at most ``limit`` options per city and kind (restaurants, attractions,
-    accommodations) and per leg and day (transport): every option that ``keep`` names (the solver's
-    plan text: a plan the flat planner is taught stays in its grammar), then a sample of the others,
+    accommodations) and per leg and day (transport): every option that ``keep`` names (a train
+    query's solver's plan text, so that the plan the flat planner is taught stays in its grammar; never
+    a held-out query's plan: :func:`envs.travel.grammar_caps.grammar_caps`), then a sample of the others,
     drawn with ``(seed, query id)``; kept in their original order. ``limit`` 0: ``c`` itself. The real
     tables offer several hundred options per city, the synthetic sandbox a few dozen: the flat
     planner's grammar grows with them (``env.travel.max_options``). ``cities`` > 0: at most that many

@@ -11,6 +11,7 @@ A run config reads them under ``env.travel`` (with ``env.name: travel``)::
         database_dir: null      # the real TravelPlanner database (the public repository's CSVs)
         queries_source: osunlp/TravelPlanner   # or generated: queries generated over database_dir
         flights: auto           # database_dir: its flights file when present, else generated
+        track: sandbox          # benchmark | scaffolded | sandbox (envs/travel/tracks.py)
 
 :meth:`TravelEnvConfig.validate` names the bad key (``'env.travel.days'``) in its error.
 """
@@ -22,6 +23,7 @@ from typing import Optional
 
 from common.config_fields import bound_errors, num
 from common.errors import UserError
+from envs.travel.tracks import BENCHMARK, CAP_KEEPS, SANDBOX, TRACKS, TRAIN_PLANS
 
 LEVELS = ("easy", "medium", "hard")
 FLIGHTS_MODES = ("auto", "generated", "file")
@@ -73,14 +75,27 @@ class TravelEnvConfig:
     """The most attractions the plan grammar allows per stay day (1 to this many)."""
     max_options: int = num(0, ge=0)
     """The most options the flat planner's grammar offers a query per city and kind (restaurants,
-    attractions, accommodations) and per leg and day (transport): the solver's plan's own options,
-    then a seeded sample of the others (0: every option). The real tables offer several hundred per
-    city and their grammars hold tens of MB each; the evaluator, the solver and the flows always see
-    every option."""
+    attractions, accommodations) and per leg and day (transport): a seeded sample of the query's
+    options -- with cap_keep: train_plans, a train query's solver's plan's options first (0: every
+    option). The real tables offer several hundred per city and their grammars hold tens of MB each;
+    the evaluator, the solver and the flows always see every option."""
     max_cities: int = num(0, ge=0)
-    """The most route cities the flat planner's grammar offers a query: those the solver's plan
-    visits, then a seeded sample of the others (0: every city of the destination state). A state's
-    5-7 day real query may route over twenty cities and four hundred legs (a 40k-state grammar)."""
+    """The most route cities the flat planner's grammar offers a query: a seeded sample of the
+    route's cities -- with cap_keep: train_plans, a train query's solver's plan's cities first (0:
+    every city of the destination state). A state's 5-7 day real query may route over twenty cities
+    and four hundred legs (a 40k-state grammar)."""
+    cap_keep: str = TRAIN_PLANS
+    """What an option cap (max_options, max_cities) keeps before its seeded sample: train_plans -- the
+    solver's plan's options of the train queries only (the plans the warm start teaches stay inside
+    their grammars; a validation or test query's cap never reads a plan); sample -- nothing, every
+    query's cap is the seeded sample alone. The benchmark track needs sample."""
+    track: str = SANDBOX
+    """What a planner may read and what may touch its plan, named in every result (envs/travel/tracks.py):
+    benchmark -- TravelPlanner's sole-planning track: the planner reads the query's text, level, days and its
+    own reference_information only (no structured field, no other query's rows, no plan), nothing repairs,
+    filters or re-ranks its plan (the scaffolded flows are refused); scaffolded -- the benchmark's queries
+    with the project's scaffolds (MTP repair and filters, OKR evaluator reviews, ReAct look-ahead) and the
+    structured fields; sandbox -- the project's own setting (synthetic or generated queries), all of it."""
     reward: RewardSettings = field(default_factory=RewardSettings)
     """The weights of the shaped reward's terms."""
     official_quirks: bool = False
@@ -117,6 +132,26 @@ class TravelEnvConfig:
         if self.flights not in FLIGHTS_MODES:
             raise TravelConfigError(f"bad value for '{section}.flights': {self.flights!r}; expected one of "
                                     f"{list(FLIGHTS_MODES)}")
+        if self.track not in TRACKS:
+            raise TravelConfigError(f"bad value for '{section}.track': {self.track!r}; expected one of {list(TRACKS)}")
+        if self.cap_keep not in CAP_KEEPS:
+            raise TravelConfigError(f"bad value for '{section}.cap_keep': {self.cap_keep!r}; expected one of "
+                                    f"{list(CAP_KEEPS)}")
+        if self.track == BENCHMARK:
+            self._check_benchmark(section)
         if self.queries_source == GENERATED and self.database_dir is None:
             raise TravelConfigError(f"'{section}.queries_source: generated' needs '{section}.database_dir' (the "
                                     "folder of the real tables the queries are generated over)")
+
+    def _check_benchmark(self, section: str) -> None:
+        """The benchmark track reads hub queries with their reference_information and no plan."""
+        if self.database_dir is None or self.queries_source == GENERATED:
+            what = "generated" if self.database_dir else "synthetic"
+            raise TravelConfigError(f"'{section}.track: benchmark' needs the benchmark's queries with their "
+                                    f"reference_information ('{section}.database_dir' set, "
+                                    f"'{section}.queries_source' a hub dataset or copy), not {what} queries")
+        if (self.max_options or self.max_cities) and self.cap_keep == TRAIN_PLANS:
+            raise TravelConfigError(f"'{section}.cap_keep: train_plans' makes the option caps (max_options "
+                                    f"{self.max_options}, max_cities {self.max_cities}) keep the solver's plans; "
+                                    f"'{section}.track: benchmark' reads no plan: set {section}.cap_keep=sample or "
+                                    "the caps to 0")

@@ -27,13 +27,23 @@ the exact solver's plan (for supervised warm start).
 rows, :mod:`envs.travel.reference_info`) and ``queries_source=`` (default ``osunlp/TravelPlanner``)
 the queries of ``split``: ``train`` / ``validation`` / ``test`` are the hub's splits,
 ``<hub split>:re-split:<part>`` a part of its seeded re-split, ``all`` every query of ``queries_split``.
+
+``track=`` (:mod:`envs.travel.tracks`): ``benchmark`` -- a planner reads each query as a
+:class:`~envs.travel.query.QueryView` (text, level, days, its own ``reference_notes``): ``reset``'s
+``info`` and :meth:`get_task` hold nothing else, and :meth:`candidates` / :meth:`grammar` are built
+from that query's own notes (:mod:`envs.travel.query_view`), never from the merged database nor a
+plan; ``scaffolded`` / ``sandbox`` -- the structured query in ``info``, candidates from the whole
+database. In every track an option cap (``max_options`` / ``max_cities``) reads the solver's plan of
+a query only when ``cap_keep="train_plans"`` and the query is one of ``plan_ids`` (the train
+queries; default: every query of a ``train`` env, none of any other); any other query's cap is a
+seeded sample of its options.
 """
 
 from __future__ import annotations
 
 import string
 import weakref
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,15 +54,17 @@ from gymnasium import spaces
 
 from envs.base import RLTFEnvBase
 from envs.episodes import ansi_text, episode_task
-from envs.travel.candidates import capped_candidates, query_candidates
+from envs.travel.candidates import query_candidates
 from envs.travel.config import RewardSettings
 from envs.travel.evaluator import PlanEvaluation, TravelEvaluator, summarize
+from envs.travel.grammar_caps import grammar_caps
 from envs.travel.hub import HUB_ID, parse_split_name
 from envs.travel.index import SandboxIndex
 from envs.travel.plans import MAX_PLAN_CHARS, format_plan
 from envs.travel.queries import default_queries
-from envs.travel.query import TravelQuery
-from envs.travel.reference_info import SOLE_PLANNING, union_database
+from envs.travel.query import QueryView, TravelQuery
+from envs.travel.query_view import view_candidates, view_index
+from envs.travel.reference_info import SOLE_PLANNING, reference_database, union_database
 from envs.travel.reward import plan_reward
 from envs.travel.sandbox import load_database
 from envs.travel.schema import PLAN_FIELDS
@@ -61,6 +73,7 @@ from envs.travel.split import SPLITS, hub_split, load_split
 from envs.travel.tasks import TravelTask
 from envs.travel.text import entity
 from envs.travel.tools import TravelTools
+from envs.travel.tracks import BENCHMARK, CAP_KEEPS, SANDBOX, TRAIN_PLANS, TrackError, check_track
 
 CHARSET = frozenset(string.printable)
 # summarize()'s keys -> the results table's columns, in the benchmark's order
@@ -123,7 +136,18 @@ class TravelPlannerEnv(RLTFEnvBase):
         max_cities: int = 0,
         index: SandboxIndex | None = None,
         query_ids: Sequence[int] | None = None,
+        track: str = SANDBOX,
+        reference_notes: Mapping[int, Any] | None = None,
+        plan_ids: Collection[int] | None = None,
+        cap_keep: str = TRAIN_PLANS,
     ):
+        self.track = check_track(track, "track")
+        if cap_keep not in CAP_KEEPS:
+            raise TrackError(f"bad value for 'cap_keep': {cap_keep!r}; expected one of {list(CAP_KEEPS)}")
+        if self.track == BENCHMARK and cap_keep == TRAIN_PLANS and (max_options or max_cities):
+            raise TrackError("option caps with 'cap_keep: train_plans' read the solver's plans; the benchmark track "
+                             "reads no plan: expected cap_keep='sample'")
+        notes = dict(reference_notes or {})
         if database_dir is not None:  # hub queries: split names as envs/travel/hub.py defines them
             if split != "all":
                 parse_split_name(split)
@@ -133,6 +157,7 @@ class TravelPlannerEnv(RLTFEnvBase):
             else:
                 all_q, rows, self.query_ids = hub_split(queries_source or HUB_ID,
                                                         queries_split if split == "all" else split, seed)
+                notes = {q.id: r.get("reference_information") for q, r in zip(all_q, rows)} | notes
             if index is None and str(database_dir) == SOLE_PLANNING:
                 index = SandboxIndex(union_database((q, r.get("reference_information")) for q, r in zip(all_q, rows)))
             self.index = index or SandboxIndex(load_database(database_dir, flights="auto", flights_seed=seed))
@@ -157,6 +182,10 @@ class TravelPlannerEnv(RLTFEnvBase):
                 raise ValueError(f"query ids {unknown[:5]} are not among the env's {len(all_q)} queries")
             self.query_ids = list(query_ids)
         self.split = split
+        self.reference_notes = notes
+        self.cap_keep = cap_keep
+        self.plan_ids = frozenset(self.query_ids if plan_ids is None and split == "train" else plan_ids or ())
+        self._views: dict[int, tuple[QueryView, SandboxIndex | None]] = {}
         if isinstance(reward_weights, dict):
             reward_weights = RewardSettings(**reward_weights)
         self.weights = reward_weights or RewardSettings()
@@ -180,14 +209,14 @@ class TravelPlannerEnv(RLTFEnvBase):
         self.query = episode_task(self.np_random, options, "query", self.get_query, self.queries_by_id,
                                   self.query_ids)
         self._last = None
-        return self.query.query, self._query_info(self.query)
+        return self.query.query, self.query_info(self.query)
 
     def step(self, action: Any):
         if self.query is None:
             raise RuntimeError("call reset() before step()")
         result = self.reward_plans([(self.query, action)])[0]
         self._last = result
-        return self.query.query, result.reward, True, False, {**self._query_info(self.query), **result.info()}
+        return self.query.query, result.reward, True, False, {**self.query_info(self.query), **result.info()}
 
     def render(self) -> str | None:
         q = self.query
@@ -200,7 +229,9 @@ class TravelPlannerEnv(RLTFEnvBase):
         if isinstance(query, TravelQuery):
             return query
         if isinstance(query, TravelTask):
-            return query.query
+            return query.query if isinstance(query.query, TravelQuery) else self.queries_by_id[query.id]
+        if isinstance(query, QueryView):
+            return self.queries_by_id[query.id]
         if isinstance(query, (int, np.integer)) and not isinstance(query, bool) and int(query) in self.queries_by_id:
             return self.queries_by_id[int(query)]
         if isinstance(query, str):
@@ -237,11 +268,28 @@ class TravelPlannerEnv(RLTFEnvBase):
 
     # ------------------------------------------------------------- the trainer's env interface
     def get_task(self, query: int | str | TravelQuery | TravelTask) -> TravelTask:
-        """The query as a planning task (its text, and the solver's plan as the reference)."""
+        """The query as a planning task (its text, and the solver's plan as the reference); in the
+        benchmark track the task's query is the :meth:`view` (no structured field)."""
         q = self.get_query(query)
         if q.id not in self._tasks:
-            self._tasks[q.id] = TravelTask(q, self.reference_plan(q))
+            shown = self.view(q) if self.track == BENCHMARK else q
+            self._tasks[q.id] = TravelTask(shown, self.reference_plan(q))
         return self._tasks[q.id]
+
+    def view(self, query: int | str | TravelQuery | TravelTask | QueryView) -> QueryView:
+        """What a benchmark-track planner reads of the query: its text, level, days and own reference notes."""
+        if isinstance(query, QueryView):
+            return query
+        q = self.get_query(query)
+        if q.id not in self._views:
+            self._views[q.id] = (QueryView.of(q, self.reference_notes.get(q.id)), None)
+        return self._views[q.id][0]
+
+    def query_info(self, q: TravelQuery) -> dict[str, Any]:
+        """The gym reset's ``info``: the structured query; in the benchmark track only :meth:`QueryView.info`."""
+        if self.track == BENCHMARK:
+            return self.view(q).info()
+        return {"query_id": q.id, "query": q.as_dict(), "level": q.level, "days": q.days}
 
     def tasks(self) -> list[TravelTask]:
         """This env's queries (its split) as planning tasks."""
@@ -319,7 +367,32 @@ class TravelPlannerEnv(RLTFEnvBase):
         return self._tools
 
     def candidates(self, query: int | str | TravelQuery):
-        return query_candidates(self.index, self.get_query(query))
+        """Every option a plan for the query may name: from the sandbox's database, or in the
+        benchmark track from the query's own reference notes only (:mod:`envs.travel.query_view`)."""
+        if self.track != BENCHMARK:
+            return query_candidates(self.index, self.get_query(query))
+        view = self.view(query)
+        own = self._views[view.id][1]
+        if own is None:
+            own = view_index(view)
+            self._views[view.id] = (view, own)
+        return view_candidates(view, own)
+
+    def cap_plan(self, query: int | str | TravelQuery) -> str:
+        """The plan text an option cap keeps inside the query's options: the solver's plan of a
+        train query (``plan_ids``) under ``cap_keep="train_plans"`` outside the benchmark track (the
+        plan the warm start teaches stays in its grammar); ``""`` for every other query -- a
+        held-out query's cap never reads a plan."""
+        q = self.get_query(query)
+        if self.track == BENCHMARK or self.cap_keep != TRAIN_PLANS or q.id not in self.plan_ids:
+            return ""
+        return self.get_task(q).reference_plan or ""
+
+    def grammar_candidates(self, query: int | str | TravelQuery):
+        """:meth:`candidates` under the env's option caps (``max_options``, ``max_cities``), keeping what
+        :meth:`cap_plan` names (:func:`envs.travel.grammar_caps.grammar_caps`)."""
+        return grammar_caps(self.candidates(query), self.max_options, self.max_cities, self.cap_plan(query),
+                            self.seed)
 
     def grammar(self, tokenizer, query: int | str | TravelQuery):
         """The query's plan grammar for constrained decoding (:mod:`envs.travel.grammar`), built once
@@ -330,11 +403,7 @@ class TravelPlannerEnv(RLTFEnvBase):
         per_tok = self._grammars.setdefault(tokenizer, {})
         key = (q.id, self.max_attractions, self.max_options, self.max_cities)
         if key not in per_tok:
-            candidates = self.candidates(q)
-            if self.max_options or self.max_cities:  # (the solver's plan stays inside: it is what SFT teaches)
-                candidates = capped_candidates(candidates, self.max_options, self.get_task(q).reference_plan or "",
-                                               self.seed, self.max_cities)
-            per_tok[key] = shared_grammar(tokenizer, candidates, self.max_attractions)
+            per_tok[key] = shared_grammar(tokenizer, self.grammar_candidates(q), self.max_attractions)
         return per_tok[key]
 
     def flow_domain(self):
@@ -345,15 +414,17 @@ class TravelPlannerEnv(RLTFEnvBase):
         return TRAVEL_FLOWS
 
     def reference_plan(self, query: int | str | TravelQuery) -> str | None:
-        """The solver's minimum-cost plan passing every constraint (text), or None if none exists."""
-        if self._solver is None:
-            self._solver = TravelSolver(self.index)
-        res = self._solver.solve(self.get_query(query))
+        """The solver's minimum-cost plan passing every constraint (text), or None if none exists; in
+        the benchmark track over the query's own reference rows (the options its grammar offers)."""
+        q = self.get_query(query)
+        if self.track == BENCHMARK:
+            solver = TravelSolver(SandboxIndex(reference_database(q, self.view(q).notes)))
+        else:
+            if self._solver is None:
+                self._solver = TravelSolver(self.index)
+            solver = self._solver
+        res = solver.solve(q)
         return None if res is None else format_plan(res.plan)
-
-    @staticmethod
-    def _query_info(q: TravelQuery) -> dict[str, Any]:
-        return {"query_id": q.id, "query": q.as_dict(), "level": q.level, "days": q.days}
 
 
 def _safe_format(plan: Any) -> str:

@@ -10,12 +10,30 @@ first row of the city whose name contains it; the default mode reads the whole n
 first row whose name is the same up to whitespace and Unicode normal form, so the real tables'
 names ending in a space or holding a newline are found, and a name a city repeats is one entity
 (its first row, the official code's choice too). Where the two differ on real data: ``evaluator.py``.
+
+The modes' names, as results print them (:data:`MODE_TEXT`): ``official`` -- the benchmark's mode,
+whose verdicts are those of the official ``evaluation/eval.py``, the one to report TravelPlanner
+figures in -- and ``default`` -- the project's rules as intended (the reward's default), whose
+verdicts are not the benchmark's.
 """
 
 from __future__ import annotations
 
 from envs.travel.index import SandboxIndex
 from envs.travel.text import before_paren, entity_name_city, from_to, name_city
+
+OFFICIAL_MODE = "official"
+DEFAULT_MODE = "default"
+MODE_TEXT = {
+    OFFICIAL_MODE: "official mode (official_quirks=true: the official eval.py's verdicts, the benchmark's)",
+    DEFAULT_MODE: "default rules (official_quirks=false: the rules as intended, not the benchmark's verdicts)",
+}
+"""How a results data line names each mode."""
+
+
+def mode_name(official_quirks: bool) -> str:
+    """``official`` or ``default``: the name of the mode ``official_quirks`` selects."""
+    return OFFICIAL_MODE if official_quirks else DEFAULT_MODE
 
 
 class EvalMode:
@@ -26,6 +44,7 @@ class EvalMode:
     def __init__(self, index: SandboxIndex, official_quirks: bool = False):
         self.index = index
         self.quirks = official_quirks
+        self.name = mode_name(official_quirks)
 
     def lookup(self, table, text: str):
         """(entity, number of matching rows) for a 'Name, City' string: quirk mode, the first row

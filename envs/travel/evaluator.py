@@ -8,23 +8,26 @@ room type, cuisine, transportation -- only when the plan has complete informatio
 the sandbox, exactly as ``eval.py`` does (a hard constraint the query does not set is ``None``).
 Every failed constraint carries its reason (the day and the entity).
 
-Two modes:
+Two modes (``official_quirks``; every travel results data line names the one it was scored in,
+``envs/travel/provenance.py``):
 
-* ``official_quirks=True`` reproduces the current official code's verdicts byte for byte, including
-  its slips: (1) entity names match by substring: ``get_valid_name_city`` (``utils/func.py``)
-  reads 'Name, City' with a regular expression whose name group stops at a newline, so the name is
-  the text before the last comma *on its last line*, stripped, and the city the text after it;
-  each rule then uses the first row of the city whose name *contains* that name
-  (``str.contains(re.escape(name))`` on the tables as ``tools/*/apis.py`` load them,
-  ``read_csv().dropna()``), and the minimum-nights rule is judged only when exactly one row does;
-  (2) in "within current city" a non-travel day's city is iterated character by
-  character (any one letter of the city in the entity string passes); (3) the attraction list drops
-  whatever follows the last ';' (``split(';')[:-1]``) and is not stripped; (4) a meal in the origin
-  city skips the rest of that day's meals in the cuisine check, and the cuisine rule passes when
-  as many cuisines are found as the query lists; (5) the hard transportation rule is case-sensitive
+* ``official_quirks=True`` -- **the benchmark's mode** (``official``): TravelPlanner figures (the
+  official metrics, ``official_metrics.py``) are reported in it. It reproduces the current official
+  code's verdicts byte for byte, including its slips: (1) entity names match by substring:
+  ``get_valid_name_city`` (``utils/func.py``) reads 'Name, City' with a regular expression whose
+  name group stops at a newline, so the name is the text before the last comma *on its last line*,
+  stripped, and the city the text after it; each rule then uses the first row of the city whose name
+  *contains* that name (``str.contains(re.escape(name))`` on the tables as ``tools/*/apis.py`` load
+  them, ``read_csv().dropna()``), and the minimum-nights rule is judged only when exactly one row
+  does; (2) in "within current city" a non-travel day's city is iterated character by character (any
+  one letter of the city in the entity string passes); (3) the attraction list drops whatever
+  follows the last ';' (``split(';')[:-1]``) and is not stripped; (4) a meal in the origin city
+  skips the rest of that day's meals in the cuisine check, and the cuisine rule passes when as many
+  cuisines are found as the query lists; (5) the hard transportation rule is case-sensitive
   ('Flight', 'Self-driving'); (6) a flight's date is not checked. Use it to reproduce leaderboard
   numbers.
-* ``official_quirks=False`` (default, the reward for RL) applies the rules as intended: a plan's
+* ``official_quirks=False`` -- the project's **default rules** (``default``; the reward's default),
+  *not* the benchmark's verdicts: it applies the rules as intended: a plan's
   'Name, City' is the row of that name -- the whole text before the last comma (newlines
   included), compared with the row's name up to surrounding and repeated whitespace and Unicode
   normal form NFC (``text.name_key``), so the real tables' names that end in a space or hold a
@@ -61,11 +64,28 @@ The text parsers (``text.py``) reproduce the official regular expressions of tho
 Where the official code would crash (e.g. 'from' without 'to', a flight without 'Flight Number: '),
 the constraint fails with that reason instead.
 
+What a plan is, in both modes as in the official code (issue #52 item 8):
+
+* **Extra days are cut.** Every official rule reads ``tested_data[i]`` for ``i`` in
+  ``range(min(query['days'], len(plan)))``, so days past the trip's are never judged: a plan with
+  extra days scores as its first ``days`` days do. Too few days fail complete information.
+* **The ``days`` values are not read.** No rule looks at a day's ``days`` number (the official
+  example submission spells it ``day`` on some lines): days are taken in list order. The only trace
+  of the key is the 50% count of complete information, which counts every given field of a day, a
+  truthy ``days`` value included, as ``is_not_absent`` does.
+* **A plan is a list of day records**, or a submission record ``{"idx", "query", "plan": [...]}``
+  (``eval.py`` reads each line of a submission file as such a record); either given as Python
+  objects or as their JSON text (or Python literal) scores the same. ``eval.py`` delivers a plan when
+  ``record['plan']`` is a non-empty list; a ``plan`` that is text, or day records that are not
+  objects, make the official code crash -- here they are undelivered, with the reason.
+
 Modules: ``verdicts.py`` (constraint names, :class:`Verdict`, :class:`PlanEvaluation`),
 ``eval_mode.py`` (how the two modes read a plan), ``commonsense.py`` and ``hard_rules.py`` (the
 rules: one plain function per constraint, and their tables :data:`COMMONSENSE_RULES` and
 :data:`HARD_RULES`, name -> rule), this one (:class:`TravelEvaluator`, which applies every rule
-of the tables as ``eval.py`` does, and the official metrics over many evaluations).
+of the tables as ``eval.py`` does), ``official_metrics.py`` (the official metrics over many
+evaluations, counted as ``eval.py`` counts them; :func:`summarize` reports them for either mode)
+and ``submission.py`` (the official submission file).
 """
 
 from __future__ import annotations
@@ -77,6 +97,7 @@ from envs.travel.commonsense import COMMONSENSE_RULES, CommonsenseRule
 from envs.travel.eval_mode import EvalMode
 from envs.travel.hard_rules import HARD_RULES, HardRule, total_cost
 from envs.travel.index import SandboxIndex
+from envs.travel.official_metrics import metrics
 from envs.travel.plans import Plan, PlanParseError, parse_plan
 from envs.travel.query import TravelQuery
 from envs.travel.verdicts import COMMONSENSE, PlanEvaluation, Verdict
@@ -102,20 +123,24 @@ class TravelEvaluator:
         self.commonsense_rules, self.hard_rules = commonsense_rules, hard_rules
 
     def evaluate(self, query: TravelQuery, plan: Plan | str | Any) -> PlanEvaluation:
+        """The verdicts on ``plan``: day records, a submission record holding them, or the text of
+        either (module docstring: what a plan is)."""
         try:
             days = parse_plan(plan)
         except PlanParseError as exc:
-            return PlanEvaluation(query.id, False, str(exc), exc.reason, hard_applicable=query.hard_constraint_count)
+            return PlanEvaluation(query.id, False, str(exc), exc.reason, hard_applicable=query.hard_constraint_count,
+                                  evaluator_mode=self.mode.name)
         return self.evaluate_parsed(query, days)
 
     def evaluate_parsed(self, query: TravelQuery, plan: Plan) -> PlanEvaluation:
-        days = plan[: min(query.days, len(plan))]
+        days = plan[: min(query.days, len(plan))]  # extra days are not judged, as in the official code
         if not plan:
             return PlanEvaluation(query.id, False, "plan has no days", "empty",
-                                  hard_applicable=query.hard_constraint_count)
+                                  hard_applicable=query.hard_constraint_count, evaluator_mode=self.mode.name)
         mode = self.mode
         cs = {name: rule(mode, query, days) for name, rule in self.commonsense_rules.items()}
-        ev = PlanEvaluation(query.id, True, commonsense=cs, hard_applicable=query.hard_constraint_count)
+        ev = PlanEvaluation(query.id, True, commonsense=cs, hard_applicable=query.hard_constraint_count,
+                            evaluator_mode=mode.name)
         if cs["complete_information"].passed and cs["within_sandbox"].passed:
             cost = total_cost(mode, query, days)
             ev.total_cost = cost
@@ -139,25 +164,12 @@ class TravelEvaluator:
 
 # ------------------------------------------------------------------------------------ metrics
 def summarize(queries: Sequence[TravelQuery], evaluations: Sequence[PlanEvaluation]) -> dict[str, float]:
-    """The official metrics over aligned queries and evaluations: delivery rate, commonsense
-    micro / macro, hard micro / macro, final pass rate (fractions in [0, 1])."""
-    if len(queries) != len(evaluations):
-        raise ValueError(f"{len(queries)} queries but {len(evaluations)} evaluations")
-    n = len(queries)
-    if n == 0:
-        return {k: 0.0 for k in ("delivery_rate", "commonsense_micro", "commonsense_macro", "hard_micro",
-                                 "hard_macro", "final_pass")} | {"n": 0}
-    hard_total = sum(q.hard_constraint_count for q in queries)
-    return {
-        "delivery_rate": sum(e.delivered for e in evaluations) / n,
-        "commonsense_micro": sum(e.commonsense_passed for e in evaluations) / (len(COMMONSENSE) * n),
-        # eval.py counts a commonsense pass only for plans whose hard constraints were judged
-        "commonsense_macro": sum(e.commonsense_pass and e.hard is not None for e in evaluations) / n,
-        "hard_micro": sum(e.hard_passed for e in evaluations) / hard_total,
-        "hard_macro": sum(e.hard_pass for e in evaluations) / n,
-        "final_pass": sum(e.final_pass for e in evaluations) / n,
-        "n": n,
-    }
+    """The official metrics over aligned queries and evaluations, counted as ``eval.py`` counts
+    them (:func:`envs.travel.official_metrics.metrics`): delivery rate, commonsense micro / macro,
+    hard micro / macro, final pass rate (fractions in [0, 1]) and ``n``. They are the benchmark's
+    figures only over verdicts of the official mode (:func:`~envs.travel.official_metrics.official_metrics`
+    checks it)."""
+    return metrics(queries, evaluations)
 
 
 def summarize_by_group(queries: Sequence[TravelQuery], evaluations: Sequence[PlanEvaluation]) -> dict[str, dict]:

@@ -9,6 +9,10 @@ validation / test ids from :func:`split_ids`). The synthetic sandbox's split is 
 test; ``queries_split: <hub split>`` -- that split re-split by ``seed`` (stratified by level and
 days) into ``<hub split>:re-split:train`` / ``validation`` / ``test`` (:func:`run_split_names`).
 ``days`` / ``levels`` keep the queries of those lengths and levels in every part.
+
+Every env gets the config's ``track`` and ``cap_keep`` (:mod:`envs.travel.tracks`), the hub queries'
+own ``reference_information`` (the benchmark track builds each query's options from it) and the
+run's train ids as the only queries whose solver's plans an option cap may keep.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from envs.travel.reference_info import SOLE_PLANNING, union_database
 from envs.travel.reward import reward_formula
 from envs.travel.sandbox import DATABASE_FILES, _database_root
 from envs.travel.split import SPLITS, hub_split, load_split, make_split
+from envs.travel.tracks import TRACK_TEXT, TRAIN_PLANS
 
 
 def as_config(config: TravelEnvConfig | Mapping[str, Any] | None) -> TravelEnvConfig:
@@ -80,13 +85,23 @@ def _index(config: TravelEnvConfig, queries, rows) -> SandboxIndex:
         return real_index(config.database_dir, config.flights, config.seed)
 
 
+def _notes_of(queries, rows) -> dict[int, Any]:
+    return {q.id: r.get("reference_information") for q, r in zip(queries, rows)}
+
+
 def _all_queries(config: TravelEnvConfig):
+    index, queries, _ = _queries_and_notes(config)
+    return index, queries
+
+
+def _queries_and_notes(config: TravelEnvConfig):
+    """``(index, queries, reference_information by query id)``: empty notes for generated queries."""
     if config.database_dir is None:
-        return default_queries(config.seed)
+        return (*default_queries(config.seed), {})
     if config.queries_source == GENERATED:  # queries generated over the real tables (envs/travel/real_sandbox.py)
         with loading(f"env.travel.database_dir {config.database_dir}"):
             index, queries, _, _ = real_queries(config.database_dir, config.flights, config.seed)
-        return index, queries
+        return index, queries, {}
     _check_queries_split(config)
     index = None if str(config.database_dir) == SOLE_PLANNING else _index(config, [], [])  # a bad folder fails first
     if config.queries_split == HUB_MODE:
@@ -97,7 +112,7 @@ def _all_queries(config: TravelEnvConfig):
             rows += r
     else:
         queries, rows, _ = hub_split(config.queries_source, config.queries_split, config.seed)
-    return index or _index(config, queries, rows), queries
+    return index or _index(config, queries, rows), queries, _notes_of(queries, rows)
 
 
 def split_ids(config: TravelEnvConfig | Mapping[str, Any] | None = None, queries=None) -> dict[str, list[int]]:
@@ -123,22 +138,24 @@ def split_ids(config: TravelEnvConfig | Mapping[str, Any] | None = None, queries
     return parts
 
 
-def _env(config: TravelEnvConfig, split: str, index, queries, ids) -> TravelPlannerEnv:
+def _env(config: TravelEnvConfig, split: str, index, queries, ids, notes, train_ids) -> TravelPlannerEnv:
     return TravelPlannerEnv(split, seed=config.seed, reward_weights=config.reward,
                             official_quirks=config.official_quirks, max_attractions=config.max_attractions,
                             max_options=config.max_options, max_cities=config.max_cities, index=index,
-                            queries=queries, query_ids=ids)
+                            queries=queries, query_ids=ids, track=config.track, reference_notes=notes,
+                            plan_ids=train_ids, cap_keep=config.cap_keep)
 
 
 def make_envs(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> tuple[TravelPlannerEnv, TravelPlannerEnv]:
     """``(train env, held-out env)`` sharing one sandbox index (see the module docstring)."""
     config = as_config(config)
     config.validate()
-    index, queries = _all_queries(config)
+    index, queries, notes = _queries_and_notes(config)
     parts = split_ids(config, queries)
     train, *_ = parts.values()
     held_out_ids = [i for ids in parts.values() for i in ids]
-    return _env(config, "train", index, queries, train), _env(config, "all", index, queries, held_out_ids)
+    return (_env(config, "train", index, queries, train, notes, train),
+            _env(config, "all", index, queries, held_out_ids, notes, train))
 
 
 def make_env(config: TravelEnvConfig | Mapping[str, Any] | None = None, split: str = "train") -> TravelPlannerEnv:
@@ -154,13 +171,15 @@ def make_env(config: TravelEnvConfig | Mapping[str, Any] | None = None, split: s
             queries, rows, ids = hub_split(config.queries_source, split, config.seed)
             by_id = {q.id: q for q in queries}
             keep = [i for i in ids if by_id[i].days in config.days and by_id[i].level in config.levels]
-            return _env(config, split, _index(config, queries, rows), queries, keep)
-    index, queries = _all_queries(config)
+            train_ids = keep if parse_split_name(split) == ("train", None) else []
+            return _env(config, split, _index(config, queries, rows), queries, keep, _notes_of(queries, rows),
+                        train_ids)
+    index, queries, notes = _queries_and_notes(config)
     parts = split_ids(config, queries)
     ids = [i for v in parts.values() for i in v] if split == "all" else parts.get(split)
     if ids is None:
         raise TravelConfigError(f"unknown split {split!r}; expected {', '.join(parts)} or all")
-    return _env(config, split, index, queries, ids)
+    return _env(config, split, index, queries, ids, notes, next(iter(parts.values())))
 
 
 def describe_env(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> list[str]:
@@ -185,8 +204,10 @@ def describe_env(config: TravelEnvConfig | Mapping[str, Any] | None = None) -> l
     return [f"env         travel: {where}",
             f"            queries of {config.days} days, levels {config.levels}; plan grammar with at most "
             f"{config.max_attractions} attractions per stay day"
-            + (f" and {config.max_options} options per city, kind, leg and day (the solver's plan's among them)"
+            + (f" and {config.max_options} options per city, kind, leg and day"
+               + (" (the train queries' solver's plans' among them)" if config.cap_keep == TRAIN_PLANS else "")
                if config.max_options else "")
             + (f", {config.max_cities} route cities at most" if config.max_cities else ""),
+            f"            track {config.track}: {TRACK_TEXT[config.track]}",
             f"            reward = {reward_formula(config.reward)}"
             + ("; the official evaluator's quirks reproduced" if config.official_quirks else "")]

@@ -75,7 +75,8 @@ class Flight:
 @dataclass(frozen=True)
 class Road:
     """One row of the distance matrix; costs as the official ``run_for_evaluation`` derives them
-    (None when the row has no duration/distance or the drive takes a day or more)."""
+    (None when the row has no duration/distance, a distance that is no finite number of km from 0,
+    or the drive takes a day or more)."""
 
     origin: str
     dest: str
@@ -97,6 +98,8 @@ def _road(origin: str, dest: str, duration, distance) -> Road:
     try:
         km = float(distance.replace("km", "").replace(",", "").strip())
     except ValueError:
+        km = None
+    if km is None or not 0 <= km < 1e15:  # NaN, infinite, negative: no distance to cost (int() would fail)
         return Road(origin, dest, duration, distance, None, None, None)
     if "day" in duration:
         return Road(origin, dest, duration, distance, km, None, None)

@@ -6,7 +6,6 @@ the queries in the hub dataset's columns (``queries/{split}.csv``; ``train.csv``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from envs.travel.query import TravelQuery
 from envs.travel.sandbox import SandboxDB, export_database
 from envs.travel.solver import TravelSolver
 from envs.travel.split import SPLITS, load_split, make_split
+from envs.travel.submission import read_submission, write_submission  # noqa: F401  (the submission file)
 from envs.travel.tools import TravelTools
 
 
@@ -60,19 +60,6 @@ def queries_frame(queries: Sequence[TravelQuery], index: SandboxIndex | None = N
             row["annotated_plan"] = repr(plans.get(q.id))
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def write_submission(path: str | Path, queries: Sequence[TravelQuery], plans: Sequence[Plan | None]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as f:
-        for i, (q, p) in enumerate(zip(queries, plans), 1):
-            f.write(json.dumps({"idx": i, "query": q.query, "plan": p}, ensure_ascii=False) + "\n")
-    return path
-
-
-def read_submission(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").strip().split("\n") if line.strip()]
 
 
 def export_all(db: SandboxDB, out_dir: str | Path, seed: int = 0, with_plans: bool = True,

@@ -90,11 +90,12 @@ def _number_text_length(value: Any, day: int, key: str) -> int:
 
 def parse_plan(text: Any) -> Plan:
     """Planner output -> list of day dicts (values kept; None -> ''). Raises PlanParseError."""
-    if isinstance(text, list):
+    if isinstance(text, (list, dict)):  # day records, or a submission record holding them (as its text is read)
         data: Any = text
     else:
         if not isinstance(text, str):
-            raise PlanParseError(f"plan must be text or a list of day records, got {type(text).__name__}", "type")
+            raise PlanParseError(f"plan must be text, a list of day records or a record with a 'plan' key, "
+                                 f"got {type(text).__name__}", "type")
         if len(text) > MAX_PLAN_CHARS:
             raise PlanParseError(f"plan text has {len(text)} characters (limit {MAX_PLAN_CHARS})", "too_long")
         body = text.strip()

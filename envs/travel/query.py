@@ -76,3 +76,25 @@ def _literal(text: str, column: str, id: int) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"query record {id}: column {column!r} is not a literal: {text[:80]!r}") from exc
+
+
+@dataclass(frozen=True)
+class QueryView:
+    """What a planner of the benchmark track may read of a query (envs/travel/tracks.py): its text,
+    level and days (the hub's test split's own columns) and its ``reference_information`` notes --
+    no structured field (origin, dates, budget, people, room rules...). It has what
+    :class:`envs.travel.tasks.TravelTask` reads of a query (``id``, ``query``, ``level``)."""
+
+    id: int
+    query: str
+    level: str
+    days: int
+    notes: Any = field(default=None, repr=False, compare=False)  # the query's reference_information (as given)
+
+    @classmethod
+    def of(cls, q: "TravelQuery", notes: Any) -> "QueryView":
+        return cls(q.id, q.query, q.level, q.days, notes)
+
+    def info(self) -> dict[str, Any]:
+        """The gym reset's ``info``: the id, text, level and days only."""
+        return {"query_id": self.id, "query": self.query, "level": self.level, "days": self.days}

@@ -15,19 +15,24 @@ rows (the cities: the notes' cities, in the query's destination state for 5 / 7-
 the grammar and the planners then need no database download. What they cannot do without the full
 tables: the evaluator's within-sandbox check (an entity the full tables hold but the notes do not is
 judged missing) and any plan that uses a flight or hotel nobody collected.
+
+**Checks.** Every number of a table (prices, costs, distances, nights, occupancy, ratings,
+coordinates) must be a finite number in its column's range (:data:`NUMBER_RANGES`; maximum
+occupancy a whole number), and a ground note's distance a finite number of km from 0 to
+:data:`MAX_NUMBER`: NaN, infinite, negative and overflowing numbers are one :class:`HubFormatError`
+line naming the query, the note, the row and the column. A query of the test split's layout
+(:class:`envs.travel.hub.QueryText`, no origin or destination) gets its notes' cities, in no known state.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from envs.travel.hub import HubFormatError
+from envs.travel.hub import HubFormatError, NotALiteralError, QueryText, read_literal
 from envs.travel.query import TravelQuery
 from envs.travel.sandbox import TABLES, SandboxDB
 from envs.travel.schema import COLUMNS
@@ -39,9 +44,17 @@ _TABLE_OF = {"Attractions in ": "attractions", "Restaurants in ": "restaurants",
 _FLIGHT = re.compile(r"^Flight from (.+) to (.+) on (\d{4}-\d{2}-\d{2})$")
 _GROUND = re.compile(r"^(Self-driving|Taxi) from (.+) to (.+)$", re.I)
 _DISTANCE = re.compile(r"duration: (?P<duration>.+?), distance: (?P<distance>.+?), cost: (?P<cost>.+)$")
-_NUMERIC = {"Price", "Distance", "price", "minimum nights", "maximum occupancy", "review rate number",
-            "Average Cost", "Aggregate Rating", "Latitude", "Longitude"}
+MAX_NUMBER = 1e9
+"""The largest price, cost, distance, night count or rating a note may hold (the real tables' largest
+is under 10,000); past it sums of costs stop being a trip's."""
+NUMBER_RANGES: dict[str, tuple[float, float]] = {
+    "Price": (0, MAX_NUMBER), "Distance": (0, MAX_NUMBER), "price": (0, MAX_NUMBER),
+    "minimum nights": (0, MAX_NUMBER), "maximum occupancy": (1, 1000), "review rate number": (0, MAX_NUMBER),
+    "Average Cost": (0, MAX_NUMBER), "Aggregate Rating": (0, MAX_NUMBER), "Latitude": (-90, 90),
+    "Longitude": (-180, 180)}
+"""Each numeric column's accepted values (inclusive)."""
 _INTEGER = {"maximum occupancy"}
+_NAME_COLUMN = {"flights": "Flight Number", "accommodations": "NAME", "restaurants": "Name", "attractions": "Name"}
 _UNESCAPE = {"\\n": "\n", "\\t": "\t", "\\r": "\r"}
 
 
@@ -51,12 +64,9 @@ def reference_notes(value: Any, where: str = "reference_information") -> list[di
     notes = value
     if isinstance(value, str):
         try:
-            notes = ast.literal_eval(value)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            try:
-                notes = json.loads(value)
-            except (json.JSONDecodeError, RecursionError):
-                notes = None
+            notes = read_literal(value)
+        except NotALiteralError:
+            notes = None
     if isinstance(notes, Mapping):
         notes = [{"Description": k, "Content": v} for k, v in notes.items()]
     if not isinstance(notes, list) or not all(isinstance(n, Mapping) and "Description" in n and "Content" in n
@@ -87,7 +97,7 @@ def parse_table(content: Any, table: str, where: str) -> pd.DataFrame:
     columns = COLUMNS[table]
     if isinstance(content, list):  # rows as dicts (the repository's *_ref_info.jsonl)
         rows = [{c: r.get(c) for c in columns} for r in content if isinstance(r, Mapping)]
-        return _typed(pd.DataFrame(rows, columns=columns), where)
+        return _typed(pd.DataFrame(rows, columns=columns), table, where)
     lines = [ln for ln in str(content).split("\n") if ln.strip()]
     if not lines:
         return pd.DataFrame(columns=columns)
@@ -109,29 +119,67 @@ def parse_table(content: Any, table: str, where: str) -> pd.DataFrame:
             row[name] = _unescape(ln[left:end + 1].lstrip(" "))
             left = end + 1
         rows.append(row)
-    return _typed(pd.DataFrame(rows, columns=[c for c, _ in cols])[columns], where)
+    return _typed(pd.DataFrame(rows, columns=[c for c, _ in cols])[columns], table, where)
 
 
-def _typed(df: pd.DataFrame, where: str) -> pd.DataFrame:
+def _number(value: Any) -> float | None:
+    """A cell as a float, or None when it is no number (NaN, infinite and out-of-range values are
+    left to the range check)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not value or len(value) > 40:  # no price needs 40 characters; float() of thousands of digits is inf
+            return None
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _typed(df: pd.DataFrame, table: str, where: str) -> pd.DataFrame:
+    """Numeric columns as float64 (maximum occupancy int64), each value checked against
+    :data:`NUMBER_RANGES`; the others as text."""
+    df = df.reset_index(drop=True)
+    names = df[_NAME_COLUMN[table]].tolist() if _NAME_COLUMN.get(table) in df.columns else [None] * len(df)
     for c in df.columns:
-        if c in _NUMERIC:
-            try:
-                df[c] = pd.to_numeric(df[c])
-            except (ValueError, TypeError):
-                raise HubFormatError(f"{where}: column {c!r} holds a value that is not a number") from None
-            if c in _INTEGER:
-                df[c] = df[c].astype("int64")
-        else:
+        if c not in NUMBER_RANGES:
             df[c] = df[c].astype(str)
-    return df.reset_index(drop=True)
+            continue
+        low, high = NUMBER_RANGES[c]
+        values = []
+        for i, raw in enumerate(df[c].tolist()):
+            v = _number(raw)
+            whole = c not in _INTEGER or (v is not None and v.is_integer())
+            if v is None or not low <= v <= high or not whole:  # NaN fails every comparison
+                kind = "a whole number" if c in _INTEGER else "a number"
+                entry = f"row {i}" + (f" ({_show(names[i])})" if names[i] is not None else "")
+                raise HubFormatError(f"{where} {entry}: column {c!r} holds a value that is not {kind} from "
+                                     f"{_limit(low)} to {_limit(high)}: {_show(raw)}")
+            values.append(v)
+        df[c] = pd.Series(values, dtype="int64" if c in _INTEGER else "float64")
+    return df
 
 
-def _distance_row(content: Any, origin: str, dest: str) -> dict | None:
+def _limit(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:g}"
+
+
+def _show(value: Any) -> str:
+    text = repr(str(value)[:60] if not isinstance(value, (int, float)) else value)
+    return text if len(text) <= 62 else text[:59] + "..."
+
+
+def _distance_row(content: Any, origin: str, dest: str, where: str) -> dict | None:
     m = _DISTANCE.search(str(content).strip())
     if not m:
         return None
-    return {"origin": origin, "destination": dest, "duration": m["duration"].strip(),
-            "distance": m["distance"].strip()}
+    distance = m["distance"].strip()
+    km = _number(distance.replace("km", "").replace(",", ""))
+    if km is None or not 0 <= km <= MAX_NUMBER:
+        raise HubFormatError(f"{where}: distance {_show(distance)}; expected a number of km from 0 to "
+                             f"{_limit(MAX_NUMBER)}")
+    return {"origin": origin, "destination": dest, "duration": m["duration"].strip(), "distance": distance}
 
 
 # ----------------------------------------------------------------------------- databases
@@ -153,7 +201,7 @@ def _tables(notes: Iterable[Mapping], where: str) -> tuple[dict[str, list[pd.Dat
         elif m := _GROUND.match(desc):
             a, b = m[2].strip(), m[3].strip()
             cities += [a, b]
-            row = _distance_row(content, a, b)
+            row = _distance_row(content, a, b, at)
             if row is not None:
                 roads.setdefault((a, b), row)
     if roads:
@@ -170,21 +218,23 @@ def _database(parts: dict[str, list[pd.DataFrame]], cities: dict[str, str], sour
     return SandboxDB(cities, source=source, **tables)
 
 
-def _states(q: TravelQuery, names: Iterable[str]) -> dict[str, str]:
-    out = {}
-    for c in dict.fromkeys(names):
-        out[c] = q.dest if q.days > 3 and c != q.org else UNKNOWN_STATE
-    return out
+def _states(q: TravelQuery | QueryText, cities: Iterable[str]) -> dict[str, str]:
+    """City -> state: a 5 / 7-day query's destination state for the cities other than its origin;
+    unknown otherwise (a :class:`QueryText` has neither origin nor destination)."""
+    if isinstance(q, QueryText):
+        return {c: UNKNOWN_STATE for c in dict.fromkeys(cities)}
+    return {c: q.dest if q.days > 3 and c != q.org else UNKNOWN_STATE for c in dict.fromkeys([q.org, *cities])}
 
 
-def reference_database(q: TravelQuery, value: Any, where: str | None = None) -> SandboxDB:
+def reference_database(q: TravelQuery | QueryText, value: Any, where: str | None = None) -> SandboxDB:
     """The candidate database of one query: only the rows of its ``reference_information``."""
     where = where or f"query {q.id} reference_information"
     parts, cities = _tables(reference_notes(value, where), where)
-    return _database(parts, _states(q, [q.org, *cities]), f"reference_information of query {q.id}")
+    return _database(parts, _states(q, cities), f"reference_information of query {q.id}")
 
 
-def union_database(pairs: Iterable[tuple[TravelQuery, Any]], source: str = "reference_information") -> SandboxDB:
+def union_database(pairs: Iterable[tuple[TravelQuery | QueryText, Any]],
+                   source: str = "reference_information") -> SandboxDB:
     """One database holding every given query's reference rows (a known state wins over
     :data:`UNKNOWN_STATE` for a city two queries name)."""
     parts: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLES}
@@ -194,7 +244,7 @@ def union_database(pairs: Iterable[tuple[TravelQuery, Any]], source: str = "refe
         p, cities = _tables(reference_notes(value, where), where)
         for t in TABLES:
             parts[t] += p[t]
-        for c, s in _states(q, [q.org, *cities]).items():
+        for c, s in _states(q, cities).items():
             if states.get(c, UNKNOWN_STATE) == UNKNOWN_STATE:
                 states[c] = s
     return _database(parts, states, source)

@@ -65,7 +65,8 @@ def describe(section: TravelSection) -> list[str]:
 def provenance(section: TravelSection, env: Any = None, evaluated: Sequence[str] = (),
                roles: bool = False) -> tuple[dict[str, Any], str]:
     """The database, flights, queries and split a table was computed on (:mod:`envs.travel.provenance`)
-    and its markdown line; with ``roles`` the train / validation / test names are the run's
+    and the track (``env.travel.track``: benchmark, scaffolded or sandbox), and its markdown line; with
+    ``roles`` the train / validation / test names are the run's
     (:func:`envs.travel.factory.run_split_names`: a hub re-split's ``validation:re-split:test``)."""
     from envs.travel.factory import run_split_names  # deferred: see make
     from envs.travel.provenance import data_line, data_source  # deferred: see make
@@ -74,6 +75,7 @@ def provenance(section: TravelSection, env: Any = None, evaluated: Sequence[str]
         names = run_split_names(section.travel)
         evaluated = [names.get(s, s) for s in evaluated]
     data = data_source(section.travel, getattr(env, "index", None), evaluated)
+    data["track"] = section.travel.track  # which track the result is (envs/travel/tracks.py)
     return data, data_line(data)
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envs.travel.query import TravelQuery
+from envs.travel.query import QueryView, TravelQuery
 
 
 @dataclass(frozen=True)
 class TravelTask:
-    query: TravelQuery
+    query: TravelQuery | QueryView  # the benchmark track's: the view (text, level, days; envs/travel/tracks.py)
     reference_plan: str | None  # the exact solver's minimum-cost plan passing every constraint (text)
 
     @property

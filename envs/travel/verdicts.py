@@ -67,6 +67,7 @@ class PlanEvaluation:
     hard: dict[str, Verdict] | None = None  # None: not judged (undelivered, incomplete or outside the sandbox)
     total_cost: float | None = None
     hard_applicable: int = 1
+    evaluator_mode: str | None = None  # "official" / "default" (eval_mode.py): the mode that judged it; None: none did
 
     @property
     def commonsense_pass(self) -> bool:

@@ -8,10 +8,11 @@ evaluation's flat method on a scripted backend)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from envs.travel.provenance import data_line
+from envs.travel.provenance import data_line, shown_path
 from rltf.config.loading import load_config
 from rltf.flows import ScriptedBackend
 from rltf.flows.evaluate import load_flow_config
@@ -79,7 +80,8 @@ def test_results_tables_name_the_real_tables(tmp_path, real_travel_db):
     flat, flow = _flat_and_flow_reports(tmp_path, _real(real_travel_db))
     evaluated = _flow_eval(tmp_path, _real(real_travel_db))
     assert flat == flow == evaluated
-    assert flat["database"] == "real tables" and flat["path"] == str(real_travel_db.resolve())
+    assert flat["database"] == "real tables" and flat["path"] == shown_path(real_travel_db)
+    assert not Path(flat["path"]).is_absolute()  # no machine's path in a results file (#51 item 6)
     assert len(flat["fingerprint"]) == 16 and flat["flights"] == "generated (seed 0)"
     assert flat["queries"] == "generated over the tables (seed 0)" and flat["evaluated"] == ["test"]
     assert flat["split"] == "envs/travel/splits/real-seed0.json"

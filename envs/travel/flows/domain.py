@@ -3,7 +3,11 @@
 ``react`` (:mod:`envs.travel.flows.react`), ``flat`` (:mod:`envs.travel.flows.flat`) -- each node's
 role, which ones RLTF trains, the solver as the warm start's teacher (:mod:`envs.travel.flows.teacher`),
 and the evaluator's scores as the flow table's metrics. :meth:`envs.travel.env.TravelPlannerEnv.flow_domain`
-hands it to the core."""
+hands it to the core.
+
+The scaffolded methods (``mtp``, ``okr``, ``react``: :data:`envs.travel.tracks.SCAFFOLDS`) refuse an
+env of the benchmark track (``env.travel.track: benchmark``) in one line, before anything runs: only
+``flat`` plans there, and nothing but the model shapes its plan."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from envs.travel.flows.mtp import run_mtp
 from envs.travel.flows.okr import run_okr
 from envs.travel.flows.react import run_react
 from envs.travel.flows.teacher import SolverTeacher
+from envs.travel.tracks import SANDBOX, refuse_scaffold
 from rltf.algorithms.registry import Registry
 from rltf.flows.agents.domain import FlowMethod
 
@@ -55,14 +60,24 @@ def _okr_untrainable(flow) -> str | None:
     return None
 
 
+def _scaffold(method: str, run):
+    """``run`` after the track's check (:func:`envs.travel.tracks.refuse_scaffold`)."""
+    def checked(env, query, backend, flow, **kw):
+        refuse_scaffold(getattr(env, "track", SANDBOX), method)
+        return run(env, query, backend, flow, **kw)
+    return checked
+
+
 METHODS: Registry[FlowMethod] = Registry("flow method", {
-    "mtp": FlowMethod("mtp", lambda env, query, backend, flow, **kw: run_mtp(env, query, backend, flow.mtp, **kw),
+    "mtp": FlowMethod("mtp", _scaffold("mtp", lambda env, query, backend, flow, **kw:
+                                       run_mtp(env, query, backend, flow.mtp, **kw)),
                       mtp_role, ("manager", "executor", "deliverer"), trainable=True, local_credit=True,
                       untrainable=_mtp_untrainable),
-    "okr": FlowMethod("okr", lambda env, query, backend, flow, **kw: run_okr(env, query, backend, flow.okr, **kw),
+    "okr": FlowMethod("okr", _scaffold("okr", lambda env, query, backend, flow, **kw:
+                                       run_okr(env, query, backend, flow.okr, **kw)),
                       okr_role, ("lead", "executor", "reviewer"), trainable=True, untrainable=_okr_untrainable),
-    "react": FlowMethod("react",
-                        lambda env, query, backend, flow, **kw: run_react(env, query, backend, flow.react, **kw),
+    "react": FlowMethod("react", _scaffold("react", lambda env, query, backend, flow, **kw:
+                                           run_react(env, query, backend, flow.react, **kw)),
                         react_role),
     "flat": FlowMethod("flat", lambda env, query, backend, flow, **kw: run_flat(env, query, backend, **kw)),
 })

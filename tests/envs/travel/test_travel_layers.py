@@ -22,7 +22,7 @@ LAYERS = [
     {"index"},
     {"eval_mode", "tools", "candidates", "meal_costs"},
     {"commonsense", "hard_rules", "route_costs"},
-    {"evaluator", "solver", "grammar", "grammar_memo", "row_by_row_eval"},
+    {"evaluator", "official_metrics", "submission", "solver", "grammar", "grammar_memo", "row_by_row_eval"},
     {"queries", "simple_planners"},
     {"split"},
     {"interchange"},

@@ -9,7 +9,9 @@ from envs.travel.factory import make_envs
 from envs.travel.provenance import data_line, data_source
 from envs.travel.real_sandbox import fingerprint, real_index
 
-KEYS = ["database", "seed", "path", "fingerprint", "flights", "queries", "split", "evaluated"]
+KEYS = ["database", "seed", "path", "fingerprint", "flights", "queries", "split", "evaluated", "evaluator"]
+DEFAULT_RULES = ("evaluator: default rules (official_quirks=false: the rules as intended, not the benchmark's "
+                 "verdicts)")
 
 
 def test_the_generated_sandbox_names_its_seed_and_split_file():
@@ -17,9 +19,9 @@ def test_the_generated_sandbox_names_its_seed_and_split_file():
     assert list(data) == KEYS
     assert data == {"database": "generated sandbox", "seed": 0, "path": None, "fingerprint": None,
                     "flights": "generated with the sandbox", "queries": "generated with the sandbox",
-                    "split": "envs/travel/splits/seed0.json", "evaluated": ["test"]}
+                    "split": "envs/travel/splits/seed0.json", "evaluated": ["test"], "evaluator": "default"}
     assert data_line(data) == ("data: generated sandbox (seed 0), flights generated with it; queries generated "
-                               "with it, split envs/travel/splits/seed0.json; evaluated: test")
+                               f"with it, split envs/travel/splits/seed0.json; evaluated: test; {DEFAULT_RULES}")
 
 
 def test_sole_planning_names_the_queries_reference_rows():
@@ -29,7 +31,8 @@ def test_sole_planning_names_the_queries_reference_rows():
     assert data["database"] == "reference_information" and data["path"] is None and data["fingerprint"] is None
     assert data["queries"] == "osunlp/TravelPlanner" and data["split"] == "the hub's train / validation / test"
     assert data_line(data) == ("data: reference_information rows of each query, no database; queries "
-                               "osunlp/TravelPlanner, the hub's train / validation / test; evaluated: validation")
+                               "osunlp/TravelPlanner, the hub's train / validation / test; evaluated: validation; "
+                               + DEFAULT_RULES)
 
 
 def test_the_real_tables_name_their_folder_fingerprint_and_flights(real_travel_db):
@@ -38,14 +41,14 @@ def test_the_real_tables_name_their_folder_fingerprint_and_flights(real_travel_d
     _, held = make_envs(config)
     data = data_source(config, held.index, ["test"])
     assert list(data) == KEYS
-    assert data["database"] == "real tables" and data["path"] == str(real_travel_db.resolve())
+    assert data["database"] == "real tables" and data["path"] == real_travel_db.name  # outside the checkout: its name
     assert data["fingerprint"] == fingerprint(held.index) and len(data["fingerprint"]) == 16
     assert data["flights"] == "generated (seed 0)"  # the public tables have no flights file
     assert data["queries"] == "generated over the tables (seed 0)"
     assert data["split"] == "envs/travel/splits/real-seed0.json"  # the persisted split matches these tables
-    assert data_line(data) == (f"data: real tables {real_travel_db.resolve()} (fingerprint {data['fingerprint']}), "
+    assert data_line(data) == (f"data: real tables {real_travel_db.name} (fingerprint {data['fingerprint']}), "
                                "flights generated (seed 0); queries generated over the tables (seed 0), split "
-                               "envs/travel/splits/real-seed0.json; evaluated: test")
+                               f"envs/travel/splits/real-seed0.json; evaluated: test; {DEFAULT_RULES}")
     assert data_source(config, None, ["test"]) == data  # without the env's index: the process's cached one
 
     hub = TravelEnvConfig(database_dir=str(real_travel_db), queries_split="validation", seed=1)
@@ -53,4 +56,4 @@ def test_the_real_tables_name_their_folder_fingerprint_and_flights(real_travel_d
     assert data["queries"] == "osunlp/TravelPlanner" and data["split"] == "validation re-split by seed 1"
     assert data["flights"] == "generated (seed 1)" and data["seed"] == 1
     assert data_line(data).endswith("; queries osunlp/TravelPlanner, validation re-split by seed 1; evaluated: "
-                                    "validation:re-split:test")
+                                    f"validation:re-split:test; {DEFAULT_RULES}")
