@@ -28,9 +28,16 @@ It prints the table and writes ``eval.md`` / ``eval.json`` beside the planner fo
 (pass ``run_name=...``). The last lines say where, and ``held-out overall: planner=… oracle=…``.
 ``eval.json`` also records the ``planner`` evaluated (and, for a run folder, its ``selection``).
 
-Each planner row shows its progress while it decodes: a bar ``eval <schema>`` counting the tasks,
+Its first line says what it evaluates and where it writes (``evaluate <planner> -> <planner>/eval``).
+Each row shows its progress: the planner's beam search a bar named after the planner
+(``eval rltf planner of default (step 150)``, ``eval planner default/sft``: :attr:`EvaluatedPlanner.short_name`),
+the prompted rows ``eval zero`` / ``eval few``, the oracle's search ``eval oracle``; each counts the tasks,
 ticked after every ``eval.chunk_tasks`` of them (with ``logging.progress_bar=false`` or in a log
-file, plain lines such as ``eval finetuned:  50%|#####     | 8/16 ...``, at most one every 30 s).
+file, plain lines such as ``eval planner default/sft:  50%|#####     | 8/16 ...``, at most one every 30 s).
+
+On the pddl env, ``env.pddl.problems=<folder>`` (and ``env.pddl.domain=<file>``) scores any folder of problems
+laid out like PlanBench's, one the planner never saw included; ``eval.splits=[train,validation,test]`` covers
+every instance of a folder without ``split.json`` (docs/evaluation.md).
 
 ``dry_run=true`` validates the config and prints what it would load and where it would write,
 loading, fetching (``smollm2`` on an empty cache) and writing nothing.
@@ -57,10 +64,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rltf.config.loading import load_config  # noqa: E402
 from rltf.config.sections import EVAL_SCHEMAS  # noqa: E402
+from rltf.evaluation import schemas as ev  # noqa: E402
 from rltf.flows.evaluate import main as evaluate_flows  # noqa: E402
 from rltf.planners.source import resolve_planner_source  # noqa: E402
 from rltf.run.cli import run_cli  # noqa: E402
-from rltf.run.tracking import configure_progress_bars  # noqa: E402
+from rltf.run.tracking import configure_progress_bars, kept_alive, progress_bar  # noqa: E402
 from rltf.stages import plan_job as stages  # noqa: E402
 from rltf.stages.describe import describe_evaluation  # noqa: E402
 from rltf.stages.evaluated_planner import PLANNER_ROW, EvaluatedPlanner, evaluated_planner  # noqa: E402
@@ -77,7 +85,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     if cfg.dry_run:  # what it would load and write; loads, fetches and writes nothing
         print(describe_evaluation(cfg, source, target.out_dir, str(target.model)))
         return None
-    run = stages.start(cfg, write_config=False)  # writes nothing into the run folder
+    run = stages.start(cfg, write_config=False,  # writes nothing into the run folder
+                       first_line=f"evaluate {target.model} -> {target.out_dir}")
     if target.run is not None:
         run.log(f"planner.model={target.run}: the run's rltf planner (rltf.select={target.selection['select']}, "
                 f"step {target.selection['step']}): {target.model}")
@@ -99,12 +108,46 @@ def evaluate_rows(run: stages.Run, schemas, planner, envs: stages.Envs, tasks,
     labels = {"oracle": envs.held_out.oracle_name, **target.row_labels()}
     results = {}
     for s in [s for s in wanted if s not in stages.CONSTRAINED or s in constrained]:
-        result = stages.evaluate(run, [s], planner, envs, tasks, log=False)[s]
+        if s in stages.CONSTRAINED:  # its bar names the planner: "eval rltf planner of default (step 150)"
+            result = planner_row(run, planner, envs, tasks, target)
+        elif s == "oracle":
+            result = oracle_row(run, envs, tasks)
+        else:
+            result = stages.evaluate(run, [s], planner, envs, tasks, log=False)[s]
         row = PLANNER_ROW if s in stages.CONSTRAINED else s
         results[row] = dataclasses.replace(result, schema=row)
         score = "n/a" if isinstance(result, stages.NotApplicable) else f"{result.overall:.4f}"
         run.log(f"{labels.get(row, row)} {score}")
     return results
+
+
+def planner_row(run: stages.Run, planner, envs: stages.Envs, tasks, target: EvaluatedPlanner) -> ev.SchemaResult:
+    """The planner's constrained beam search (the ``finetuned`` / ``rltf`` schemas: one evaluation), its
+    progress bar named after the planner evaluated (``eval planner default/sft``:
+    :attr:`EvaluatedPlanner.short_name`)."""
+    cfg = run.cfg
+    with run.sharding.gathered(planner.model):  # decoding needs every parameter
+        return ev.constrained_schema(target.short_name, planner, envs.held_out, tasks,
+                                     cfg.eval.num_beams, chunk=cfg.eval.chunk_tasks,
+                                     progress=cfg.logging.progress_bar)
+
+
+def oracle_row(run: stages.Run, envs: stages.Envs, tasks) -> ev.SchemaResult:
+    """The env's oracle on ``tasks`` in chunks of ``eval.chunk_tasks``, a progress bar ``eval <oracle name>``
+    ticked after each (an exhaustive search or a solver can take a minute); n/a for an env without one."""
+    cfg, env = run.cfg, envs.held_out
+    size = cfg.eval.chunk_tasks or max(1, len(tasks))
+    merged = ev.SchemaResult("oracle")
+    with progress_bar(total=len(tasks), desc=f"eval {env.oracle_name}", enabled=cfg.logging.progress_bar,
+                      main=run.acc.is_main_process, unit="task", mininterval=0) as bar, kept_alive(bar):
+        for start in range(0, len(tasks), size):
+            part = ev.oracle_schema(env, tasks[start:start + size])  # a collective: every process, every chunk
+            if part is None:
+                return stages.NotApplicable("oracle", reason="the env has no oracle")
+            for what in ("plans", "scores", "valid"):
+                getattr(merged, what).update(getattr(part, what))
+            bar.update(len(tasks[start:start + size]))
+    return merged
 
 
 if __name__ == "__main__":

@@ -19,14 +19,20 @@ valid plan) while TRL's loss keeps the unconstrained log-probabilities (what vLL
 give a TRL user: :mod:`rltf.comparison.grpo_trainer`). Prompts are the RLTF planner's (the chat
 template of an instruct LLM such as SmolLM2, ``planner.model=smollm2``).
 
-Travel (``env.name=travel``, the flat planner: ``configs/grpo-travel-real.yaml``): an itinerary cannot be
-enumerated, so ``grpo.sampling=constrained`` follows the query's grammar lazily, its rows (route, then each
-day's slots) one after the other as one sequence with a separator token between them
-(:mod:`rltf.comparison.lazy_grammar`); the reward judges the plan the completion's rows assemble (its JSON, what
+Any env of the env interface trains here (``env.name=openagi``, ``travel``, ``pddl``, a plug-in), decided by what
+the env declares, never by its name. An env whose plans are few enough to enumerate (its spec's
+``enumerable_plans``: OpenAGI) samples constrained completions over one automaton of every plan's text; any other
+(travel's itineraries, a pddl problem's plans; grammars built lazily too, such as pddl's ``legal`` grammar) follows
+the task's grammar lazily, its rows (travel: route, then each day's slots; pddl: the one action row) one after the
+other as one sequence with a separator token between them (:mod:`rltf.comparison.lazy_grammar`, states expanded
+as the sampler reaches them); the reward judges the plan the completion's rows assemble (its canonical text, what
 the env parses). Two more held-out rows then decode greedily in that sequence format, the one GRPO trains in
-(``finetuned_seq``, ``grpo_seq``). ``grpo.warm_start=text`` fine-tunes on the solver plans' JSON text (what
-``grpo.sampling=free`` must write, up to ``planner.max_plan_tokens``). The table has the travel evaluator's
-columns and the mean reward; the last line reads ``held-out reward: ...``. Agent flows are refused.
+(``finetuned_seq``, ``grpo_seq``). ``grpo.warm_start=text`` fine-tunes on the text of the train tasks' reference
+plans (travel: the solver plans' JSON; pddl: the optimal plan's actions ``(unstack b a) (put-down b)``), what
+``grpo.sampling=free`` must write, up to ``planner.max_plan_tokens``: free text is parsed and scored by the env
+(pddl: simulated action by action). An env with its own table columns (``table_columns``: travel's evaluator,
+pddl's goal rate and executable share) gets them and the mean reward; the last line then reads
+``held-out reward: ...``. Agent flows are refused.
 
 Evaluation on the held-out tasks (``eval.splits``): the fine-tuned and the GRPO planner by the main
 job's constrained beam search (``finetuned`` / ``grpo``, the evaluation RLTF gets) and by
@@ -58,9 +64,11 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 
 
 import envs  # noqa: E402
+from common.atomic import write_atomic  # noqa: E402
 from rltf.comparison.grpo import (  # noqa: E402
     PeriodicEval,
     comparison_table,
+    follows_rows_lazily,
     free_text_schema,
     make_grpo_trainer,
     reward_history,
@@ -70,6 +78,7 @@ from rltf.comparison.grpo import (  # noqa: E402
 )
 from rltf.comparison.lazy_grammar import separator_id  # noqa: E402
 from rltf.config.loading import ConfigError, RunConfig, load_config  # noqa: E402
+from rltf.rl.sft import warm_start_tasks  # noqa: E402
 from rltf.rl.training_state import VALIDATION_SCORE  # noqa: E402
 from rltf.run.tracking import write_json  # noqa: E402
 from rltf.stages import plan_job as stages  # noqa: E402
@@ -77,7 +86,6 @@ from rltf.stages.describe import check_run_folder  # noqa: E402
 from rltf.stages.recipe import run_recipe  # noqa: E402
 
 DEFAULT_CONFIG = "configs/grpo-lite.yaml"
-GRPO_ENVS = ("openagi", "travel")  # travel: the flat planner, its itineraries sampled lazily row by row
 
 
 def parse_args(argv: list[str]) -> RunConfig:
@@ -92,9 +100,6 @@ def check_run(cfg: RunConfig) -> None:
     """What this recipe refuses before anything loads."""
     if cfg.resume:
         raise ConfigError("train/grpo.py does not resume runs: start a new one (another run_name, or overwrite=true)")
-    if cfg.env.name not in GRPO_ENVS:
-        raise ConfigError(f"train/grpo.py trains planners of {' and '.join(GRPO_ENVS)}; env.name={cfg.env.name!r} "
-                          "is not supported")
     if cfg.flow.enabled:
         raise ConfigError("train/grpo.py trains the flat planner (one plan per query); flow.enabled=true: expected "
                           "false (agent flows train with train/rltf.py)")
@@ -114,6 +119,7 @@ def describe(cfg: RunConfig) -> str:
     g, r, s, p = cfg.grpo, cfg.rltf, cfg.sft, cfg.planner
     warm = ("off" if not s.enabled else
             f"{s.epochs} epochs, lr {s.lr:g}, batch {s.batch_size}, "
+            f"plans of {f'{s.max_plans} train tasks' if s.max_plans else 'every train task'} (sft.max_plans), "
             + ("rltf's constrained SFT stage" if g.warm_start == "constrained" else "text NLL of the reference plans"))
     return "\n".join([
         f"dry run of train/grpo.py {cfg.run_name!r}: the configuration is valid; nothing was loaded "
@@ -124,7 +130,7 @@ def describe(cfg: RunConfig) -> str:
         f"planner     {p.model} (arch {p.arch}: GRPO trains decoder-only planners; dtype {p.dtype})",
         f"warm start  {warm}",
         f"grpo        {r.steps} steps x {r.tasks_per_batch} tasks x {r.k_samples} generations ("
-        + ("under the plan grammar" + ("" if cfg.env.name == "openagi" else " (lazily, its rows as one sequence)")
+        + ("under the plan grammar" + (" (lazily, its rows as one sequence)" if follows_rows_lazily(cfg) else "")
            + ", TRL loss on unconstrained log-probs" if g.sampling == "constrained"
            else "free text")
         + "), "
@@ -164,11 +170,12 @@ def run(cfg: RunConfig) -> dict:
             job.log(f"text SFT: nll {history[0]['sft/nll']:.3f} -> {history[-1]['sft/nll']:.3f}" if history else "")
     constrained = {"finetuned": stages.evaluate(job, ["finetuned"], planner, envs, tasks)["finetuned"]}
     separator = None
-    if grpo.sampling == "constrained" and cfg.env.name != "openagi":  # sampled lazily: scored that way too
+    if grpo.sampling == "constrained" and follows_rows_lazily(cfg):  # sampled lazily: scored that way too
         separator = separator_id(planner.tokenizer, [e.grammar(planner.tokenizer, t) for e, split in
                                                      ((envs.train, envs.splits["train"]), (envs.held_out, tasks))
                                                      for t in split])
-        constrained["finetuned_seq"] = sequence_schema("finetuned_seq", planner, envs.held_out, tasks, separator)
+        constrained["finetuned_seq"] = sequence_schema("finetuned_seq", planner, envs.held_out, tasks, separator,
+                                                    lazy_limit=max_tokens)
         job.log(f"fine-tuned, greedy lazy sequence {constrained['finetuned_seq'].overall:.4f}")
     free = {"finetuned_free": free_text_schema("finetuned_free", planner, envs.held_out, tasks, max_tokens)}
     job.log(f"fine-tuned, free text {free['finetuned_free'].result.overall:.4f} "
@@ -192,7 +199,8 @@ def run(cfg: RunConfig) -> dict:
     constrained["grpo"] = dataclasses.replace(r, schema="grpo")
     job.log(f"grpo {constrained['grpo'].overall:.4f}")
     if separator is not None:
-        constrained["grpo_seq"] = sequence_schema("grpo_seq", planner, envs.held_out, tasks, separator)
+        constrained["grpo_seq"] = sequence_schema("grpo_seq", planner, envs.held_out, tasks, separator,
+                                                   lazy_limit=max_tokens)
         job.log(f"grpo, greedy lazy sequence {constrained['grpo_seq'].overall:.4f}")
     free["grpo_free"] = free_text_schema("grpo_free", planner, envs.held_out, tasks, max_tokens)
     job.log(f"grpo, free text {free['grpo_free'].result.overall:.4f} (valid {free['grpo_free'].valid_fraction:.2f})")
@@ -202,14 +210,14 @@ def run(cfg: RunConfig) -> dict:
 
     title = (f"held-out ({'+'.join(dict.fromkeys(cfg.eval.splits))}) tasks, GRPO run {cfg.run_name}, "
              f"seed {cfg.seed}, {cfg.rltf.steps} steps")
-    table, md = comparison_table(constrained, free, tasks, title, None if cfg.env.name == "openagi" else envs.held_out)
+    table, md = comparison_table(constrained, free, tasks, title, envs.held_out)  # the env's own columns, if any
     summary = {"table": table, "grpo": dataclasses.asdict(grpo),
                "plans": {k: v.plans for k, v in constrained.items()} | {k: v.result.plans for k, v in free.items()},
                "scores": {k: v.scores for k, v in constrained.items()} | {k: v.result.scores for k, v in free.items()},
                "free_text": {k: v.texts for k, v in free.items()},
                "seconds": time.perf_counter() - job.started}
     job.run_dir.mkdir(parents=True, exist_ok=True)
-    (job.run_dir / "results.md").write_text(md)
+    write_atomic(job.run_dir / "results.md", md)
     write_json(job.run_dir / "results.json", summary)
     write_json(job.run_dir / "grpo_history.json", {"log_history": trainer.state.log_history,
                                                    "reward_calls": [dataclasses.asdict(c) for c in reward.calls],
@@ -225,11 +233,12 @@ def run(cfg: RunConfig) -> dict:
 
 
 def _text_sft_data(cfg: RunConfig, tasks: list) -> tuple[list, object]:
-    """The text warm start's tasks and its ``plan_text`` (None: OpenAGI's canonical plan text). Travel's reference
-    plan is the solver plan's JSON text, what the env's parser reads (queries without one are left out)."""
-    if cfg.env.name == "openagi":
-        return tasks, None
-    return [t for t in tasks if t.reference_plan], lambda t: t.reference_plan
+    """The text warm start's tasks and its ``plan_text``: the tasks with a reference plan (a travel query the solver
+    found no plan for is left out), ``sft.max_plans`` of them when set (the same k tasks as rltf's SFT stage:
+    :func:`rltf.rl.sft.warm_start_tasks`), and the plan's text, what the env's parser reads (``str``:
+    OpenAGI's canonical plan text, travel's solver plan JSON, a pddl plan's actions)."""
+    solved = [t for t in tasks if t.reference_plan is not None and str(t.reference_plan)]
+    return warm_start_tasks(solved, cfg.sft.max_plans, cfg.seed), lambda t: str(t.reference_plan)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,7 +4,6 @@ cached on disk), and the envs of a run's splits."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from envs.pddl.config import PddlEnvConfig
@@ -14,7 +13,7 @@ from envs.pddl.search import FoundPlan, reference_plan
 
 
 def settings_of(config: PddlEnvConfig) -> GeneratedSettings:
-    generator = tuple(sorted(dataclasses.asdict(config.logistics).items())) if config.domain == "logistics" else ()
+    generator = config.generator_settings()
     return GeneratedSettings(config.domain, tuple(config.sizes), tuple(config.long_sizes),
                              (config.train_size, config.validation_size, config.test_size, config.test_long_size),
                              config.seed, generator, config.obfuscation_seed, config.renaming)

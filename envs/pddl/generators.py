@@ -14,6 +14,14 @@ already true is drawn again.
 of it; airplanes start at random airports; each package starts and must end at a random location (drawn
 again when all packages start where they must end). The size of an instance is its package count.
 
+**Depots** follows the IPC 2002 generator's parameters (``-e`` depots, ``-i`` distributors, ``-t`` trucks,
+``-p`` pallets, ``-h`` hoists, ``-c`` crates) and its draws: pallets and hoists number at least one per place,
+the first of each at every place in turn and the rest at random places; trucks start at random places;
+each crate goes onto the top of a random pallet's stack. The goal draws ``2c`` times a random crate and,
+the first time a crate is drawn, puts it onto the top of a random pallet's goal stack, so some crates
+have no goal. A goal that is empty or already true is drawn again (the IPC generator keeps it). The size
+of an instance is its crate count.
+
 Every draw comes from one ``random.Random(seed)`` (exact big integers for the state counts), so an instance
 is a function of its generator, size and seed.
 """
@@ -115,6 +123,51 @@ def logistics(domain: Domain, size: int, rng: random.Random, name: str, airplane
     return Problem(name, domain.name, objects, frozenset(init), goal)
 
 
+DEPOTS_DEFAULTS = {"depots": 1, "distributors": 2, "trucks": 2, "pallets": 3, "hoists": 3}
+"""The IPC 2002 set's smallest problem (pfile1: ``depot-1-2-2-3-3-2``, its size 2 crates)."""
+
+
+def depots(domain: Domain, size: int, rng: random.Random, name: str, depots: int = 1, distributors: int = 2,
+           trucks: int = 2, pallets: int = 3, hoists: int = 3) -> Problem:
+    places = [f"depot{i}" for i in range(depots)] + [f"distributor{i}" for i in range(distributors)]
+    pallets, hoists = max(pallets, len(places)), max(hoists, len(places))
+    objects = {p: "depot" if p.startswith("depot") else "distributor" for p in places}
+    objects |= {f"truck{i}": "truck" for i in range(trucks)}
+    objects |= {f"pallet{i}": "pallet" for i in range(pallets)}
+    objects |= {f"crate{i}": "crate" for i in range(size)}
+    objects |= {f"hoist{i}": "hoist" for i in range(hoists)}
+
+    def place_of(i: int) -> str:  # the first of each kind at every place in turn, the rest at random
+        return places[i] if i < len(places) else rng.choice(places)
+
+    while True:
+        init: set[tuple[str, ...]] = {("at", f"truck{i}", rng.choice(places)) for i in range(trucks)}
+        for i in range(hoists):
+            init |= {("at", f"hoist{i}", place_of(i)), ("available", f"hoist{i}")}
+        pallet_at = [place_of(i) for i in range(pallets)]
+        top = [f"pallet{i}" for i in range(pallets)]
+        init |= {("at", f"pallet{i}", pallet_at[i]) for i in range(pallets)}
+        for c in range(size):
+            p = rng.randrange(pallets)
+            init |= {("at", f"crate{c}", pallet_at[p]), ("on", f"crate{c}", top[p])}
+            top[p] = f"crate{c}"
+        init |= {("clear", t) for t in top}
+        goal_top = [f"pallet{i}" for i in range(pallets)]
+        goal_on: dict[int, str] = {}
+        for _ in range(2 * size):
+            c = rng.randrange(size)
+            if c in goal_on:
+                continue
+            p = rng.randrange(pallets)
+            goal_on[c], goal_top[p] = goal_top[p], f"crate{c}"
+        goal = [("on", f"crate{c}", goal_on[c]) for c in sorted(goal_on)]
+        if goal and not set(goal) <= init:
+            break
+    return Problem(name, domain.name, objects, frozenset(init), tuple(Literal(a[0], a[1:]) for a in goal))
+
+
 Generator = Callable[..., Problem]
-GENERATORS: dict[str, Generator] = {"blocksworld": blocksworld, "logistics": logistics}
+GENERATORS: dict[str, Generator] = {"blocksworld": blocksworld, "logistics": logistics, "depots": depots}
 """Domain (a shipped domain file's stem) -> ``generator(domain, size, rng, name, **settings) -> Problem``."""
+GENERATOR_DEFAULTS: dict[str, dict[str, int]] = {"logistics": LOGISTICS_DEFAULTS, "depots": DEPOTS_DEFAULTS}
+"""A generator's parameters besides the size, with their defaults (``env.pddl.<domain>.*``)."""

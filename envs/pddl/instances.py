@@ -11,16 +11,22 @@ domain's types, an unknown action in a plan file) is one line naming the file.
 :func:`generated_folder` writes a generator's splits into the rltf cache folder once per settings
 (``pddl/sets/<domain>-<hash>/``, atomically): ``train`` / ``validation`` / ``test`` drawn from one size
 range, ``test-long`` from a larger one, no instance repeated, ids numbered in that order from 1, the
-whole set renamed when the settings say so (``renaming.json`` beside it).
+whole set renamed when the settings say so (``renaming.json`` beside it). The settings' domain may be a
+domain file that renames a known one (:mod:`envs.pddl.matching` finds how, or the renaming file says):
+the set is then drawn by the known domain's generator and written in the file's names, the file itself as
+``domain.pddl``; objects of a typed domain are named after their type in the file's names
+(``<type><k>``), so no name of the known domain is left.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,9 +35,17 @@ from common.cache_dir import cache_writes, rltf_cache_dir
 from envs.pddl.errors import PddlError, PddlSemanticError
 from envs.pddl.generators import GENERATORS
 from envs.pddl.grounding import GroundTask, ground, split_plan_text
-from envs.pddl.model import Domain, Problem
+from envs.pddl.matching import find_renaming
+from envs.pddl.model import ROOT_TYPE, Domain, Problem
 from envs.pddl.parsing import read_domain, read_problem
-from envs.pddl.renaming import Renaming, draw_renaming, read_renaming, rename_domain, rename_problem
+from envs.pddl.renaming import (
+    Renaming,
+    draw_renaming,
+    neutral_variables,
+    read_renaming,
+    rename_domain,
+    rename_problem,
+)
 from envs.pddl.simulator import plan_indices
 from envs.pddl.writing import domain_text, problem_text
 from envs.splitting import stratified_split
@@ -154,13 +168,49 @@ class GeneratedSettings:
 
     def key(self) -> str:
         renaming = Path(self.renaming_file).read_text() if self.renaming_file else None
+        source = Path(self.domain) if self.domain not in GENERATORS else SHIPPED / f"{self.domain}.pddl"
         blob = json.dumps([self.domain, self.sizes, self.long_sizes, self.counts, self.seed, self.generator,
-                           self.obfuscation_seed, renaming, (SHIPPED / f"{self.domain}.pddl").read_text()])
+                           self.obfuscation_seed, renaming, source.read_text()])
+        if self.obfuscation_seed is not None or renaming is not None:  # renamed before v2: variables, types kept
+            blob += "renamed-v2"
+        if self.domain not in GENERATORS:  # a handed domain: the known domain it renames is part of the set
+            blob += (SHIPPED / f"{handed_renaming(self.domain, self.renaming_file)[0]}.pddl").read_text()
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _draw(settings: GeneratedSettings, domain: Domain) -> tuple[list[Problem], dict[str, list[int]]]:
-    generate = GENERATORS[settings.domain]
+@functools.cache
+def known_domains() -> dict[str, Domain]:
+    """The domains the generators know, parsed from their shipped files."""
+    return {name: read_domain(SHIPPED / f"{name}.pddl") for name in GENERATORS if shipped_domain(name)}
+
+
+def handed_renaming(path: str | Path, renaming_file: str | None = None) -> tuple[str, Renaming, Domain]:
+    """``(known domain, renaming, handed domain)``: the generator's domain that the domain file ``path``
+    renames and how (matched, or ``renaming_file`` checked); one line naming what did not match."""
+    handed = read_domain(path)
+    given = read_renaming(renaming_file) if renaming_file else None
+    name, renaming = find_renaming(handed, known_domains(), given)
+    return name, renaming, handed
+
+
+def typed_object_names(problems: list[Problem], renaming: Renaming) -> dict[str, str]:
+    """Every object of ``problems`` -> ``<its type renamed><k>`` (k counts within the type in the order the
+    objects first appear): object names that carry no name of the domain they were generated in."""
+    names: dict[str, str] = {}
+    counts: Counter = Counter()
+    for p in problems:
+        for o, t in p.objects.items():
+            if o not in names:
+                new = renaming.types.get(t, t)
+                names[o] = f"{new}{counts[new]}"
+                counts[new] += 1
+    return names
+
+
+def _draw(settings: GeneratedSettings, domain: Domain, generator: str | None = None,
+          prefix: str | None = None) -> tuple[list[Problem], dict[str, list[int]]]:
+    generate = GENERATORS[generator or settings.domain]
+    prefix = prefix or settings.domain
     rng = random.Random(settings.seed)
     seen: set[str] = set()
     problems: list[Problem] = []
@@ -172,12 +222,12 @@ def _draw(settings: GeneratedSettings, domain: Domain) -> tuple[list[Problem], d
             size = lo + j % (hi - lo + 1)
             for _ in range(1000):
                 k = len(problems) + 1
-                p = generate(domain, size, rng, f"{settings.domain}-{k}", **dict(settings.generator))
+                p = generate(domain, size, rng, f"{prefix}-{k}", **dict(settings.generator))
                 text = problem_text(dataclasses.replace(p, name="x"))
                 if text not in seen:
                     break
             else:
-                raise PddlError(f"cannot draw {count} distinct {name} instances of {settings.domain} with sizes "
+                raise PddlError(f"cannot draw {count} distinct {name} instances of {prefix} with sizes "
                                 f"{lo}..{hi}; ask for fewer or widen the sizes")
             seen.add(text)
             problems.append(p)
@@ -191,11 +241,13 @@ def renaming_of(settings: GeneratedSettings, domain: Domain, problems: list[Prob
     if settings.obfuscation_seed is None:
         return None
     objects = sorted({o for p in problems for o in p.objects})
-    return draw_renaming(domain, objects, settings.obfuscation_seed)
+    return draw_renaming(domain, objects, settings.obfuscation_seed, types=True)
 
 
 def generated_folder(settings: GeneratedSettings) -> Path:
     """The folder of ``settings``' set, written on first use (see the module docstring)."""
+    if settings.domain not in GENERATORS and Path(settings.domain).is_file():
+        return _handed_folder(settings)
     source = shipped_domain(settings.domain)
     if source is None or settings.domain not in GENERATORS:
         raise PddlSemanticError(f"no generator for domain {settings.domain!r}; the env generates "
@@ -208,13 +260,41 @@ def generated_folder(settings: GeneratedSettings) -> Path:
     problems, split = _draw(settings, domain)
     renaming = renaming_of(settings, domain, problems)
     with cache_writes(root), atomic_dir(target, complete_marker="split.json") as tmp:
-        if renaming is not None:
-            name = f"{domain.name}-renamed"
-            domain = rename_domain(domain, renaming, name)
-            problems = [rename_problem(p, renaming, name) for p in problems]
+        if renaming is not None:  # no name of the original left: neither the domain's nor its variables'
+            name = "mystery" if settings.obfuscation_seed is None else f"mystery-{settings.obfuscation_seed}"
+            domain = neutral_variables(rename_domain(domain, renaming, name))
+            problems = [dataclasses.replace(rename_problem(p, renaming, name), name=f"{name}-{k}")
+                        for k, p in enumerate(problems, 1)]
             (tmp / "renaming.json").write_text(renaming.to_json())
         (tmp / "domain.pddl").write_text(domain_text(domain))
         for k, p in enumerate(problems, 1):
             (tmp / f"instance-{k}.pddl").write_text(problem_text(p, "typing" in domain.requirements))
+        (tmp / "split.json").write_text(json.dumps(split))
+    return target
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-") or "domain"
+
+
+def _handed_folder(settings: GeneratedSettings) -> Path:
+    """A set drawn by the generator of the known domain that ``settings.domain`` (a file) renames, written
+    in the file's names (see the module docstring)."""
+    if settings.obfuscation_seed is not None:
+        raise PddlSemanticError(f"{settings.domain}: a domain file fixes the names; give no obfuscation seed")
+    known, renaming, handed = handed_renaming(settings.domain, settings.renaming_file)
+    root = rltf_cache_dir("pddl", "sets")
+    target = root / f"{known}-as-{_safe(handed.name)}-{settings.key()}"
+    if (target / "split.json").is_file():
+        return target
+    problems, split = _draw(settings, known_domains()[known], known, _safe(handed.name))
+    if not renaming.objects and any(t != ROOT_TYPE for p in problems for t in p.objects.values()):
+        renaming = dataclasses.replace(renaming, objects=typed_object_names(problems, renaming))
+    typing = "typing" in handed.requirements
+    with cache_writes(root), atomic_dir(target, complete_marker="split.json") as tmp:
+        (tmp / "renaming.json").write_text(renaming.to_json())
+        (tmp / "domain.pddl").write_text(handed.text or Path(settings.domain).read_text())
+        for k, p in enumerate(problems, 1):
+            (tmp / f"instance-{k}.pddl").write_text(problem_text(rename_problem(p, renaming, handed.name), typing))
         (tmp / "split.json").write_text(json.dumps(split))
     return target

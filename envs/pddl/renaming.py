@@ -1,10 +1,10 @@
-"""Obfuscation: a consistent renaming of a domain's predicates and actions and a problem's objects
+"""Obfuscation: a consistent renaming of a domain's predicates, actions and types and a problem's objects
 (Mystery Blocksworld is one such renaming), drawn from a word list with a seed or read from a file.
 
 A :class:`Renaming` maps each kind's old names to new ones; :func:`rename_domain` / :func:`rename_problem`
 apply it to the model and :meth:`Renaming.inverse` undoes it, so a plan in either naming maps onto the
 other action by action. A renaming file is JSON: ``{"predicates": {old: new}, "actions": {...},
-"objects": {...}}`` (a kind left out keeps its names).
+"objects": {...}, "types": {...}}`` (a kind left out keeps its names).
 """
 
 from __future__ import annotations
@@ -30,16 +30,18 @@ raven reed ribbon river robin saffron sage sapphire satin shale shovel sienna si
 sparrow spindle sprout squash summit swallow tallow thistle thimble thyme timber topaz tulip tundra
 turnip velvet violet walnut willow wren yarrow zephyr zinc
 """.split())
-KINDS = ("predicates", "actions", "objects")
+KINDS = ("predicates", "actions", "objects", "types")
 
 
 @dataclass(frozen=True)
 class Renaming:
-    """Old name -> new name per kind (``predicates``, ``actions``, ``objects``); names not listed stay."""
+    """Old name -> new name per kind (``predicates``, ``actions``, ``objects``, ``types``); names not listed
+    stay."""
 
     predicates: dict[str, str] = field(default_factory=dict)
     actions: dict[str, str] = field(default_factory=dict)
     objects: dict[str, str] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
 
     def inverse(self) -> Renaming:
         return Renaming(*({v: k for k, v in getattr(self, kind).items()} for kind in KINDS))
@@ -53,15 +55,18 @@ class Renaming:
         return json.dumps({k: getattr(self, k) for k in KINDS}, indent=1, sort_keys=True)
 
 
-def draw_renaming(domain: Domain, objects: list[str], seed: int) -> Renaming:
-    """Fresh distinct words for every predicate, action and object (in that order), drawn with ``seed``."""
-    names = [*domain.predicates, *(a.name for a in domain.actions), *objects]
+def draw_renaming(domain: Domain, objects: list[str], seed: int, types: bool = False) -> Renaming:
+    """Fresh distinct words for every predicate, action and object (in that order), drawn with ``seed``;
+    ``types``: for every declared type too (after the others; without it the draw is the same as before)."""
+    type_names = list(domain.types) if types else []
+    names = [*domain.predicates, *(a.name for a in domain.actions), *objects, *type_names]
     if len(names) > len(WORDS):
         raise PddlSemanticError(f"a renaming needs {len(names)} words; the word list has {len(WORDS)}")
     words = random.Random(seed).sample(WORDS, len(names))
-    p, a = len(domain.predicates), len(domain.actions)
+    p, a, o = len(domain.predicates), len(domain.actions), len(objects)
     return Renaming(dict(zip(domain.predicates, words[:p])), dict(zip([x.name for x in domain.actions],
-                    words[p:p + a])), dict(zip(objects, words[p + a:])))
+                    words[p:p + a])), dict(zip(objects, words[p + a:p + a + o])),
+                    dict(zip(type_names, words[p + a + o:])))
 
 
 def read_renaming(path: str | Path) -> Renaming:
@@ -95,16 +100,37 @@ def _lit(r: Renaming, lit: Literal) -> Literal:
     return Literal(atom[0], atom[1:], lit.positive)
 
 
+def _types(r: Renaming, ts: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(r.types.get(t, t) for t in ts)
+
+
 def rename_domain(domain: Domain, r: Renaming, name: str | None = None) -> Domain:
-    actions = tuple(ActionSchema(r.actions.get(a.name, a.name), a.params, tuple(_lit(r, x) for x in a.pre),
-                                 tuple(_atom(r, x) for x in a.add), tuple(_atom(r, x) for x in a.delete))
+    actions = tuple(ActionSchema(r.actions.get(a.name, a.name), tuple((v, _types(r, ts)) for v, ts in a.params),
+                                 tuple(_lit(r, x) for x in a.pre), tuple(_atom(r, x) for x in a.add),
+                                 tuple(_atom(r, x) for x in a.delete))
                     for a in domain.actions)
-    return Domain(name or domain.name, domain.requirements, dict(domain.types),
-                  {r.objects.get(c, c): t for c, t in domain.constants.items()},
-                  {r.predicates.get(p, p): ts for p, ts in domain.predicates.items()}, actions)
+    return Domain(name or domain.name, domain.requirements,
+                  {r.types.get(c, c): r.types.get(p, p) for c, p in domain.types.items()},
+                  {r.objects.get(c, c): r.types.get(t, t) for c, t in domain.constants.items()},
+                  {r.predicates.get(p, p): tuple(_types(r, ts) for ts in args)
+                   for p, args in domain.predicates.items()},
+                  actions)
 
 
 def rename_problem(problem: Problem, r: Renaming, domain_name: str | None = None) -> Problem:
     return Problem(problem.name, domain_name or problem.domain_name,
-                   {r.objects.get(o, o): t for o, t in problem.objects.items()},
+                   {r.objects.get(o, o): r.types.get(t, t) for o, t in problem.objects.items()},
                    frozenset(_atom(r, a) for a in problem.init), tuple(_lit(r, x) for x in problem.goal))
+
+
+def neutral_variables(domain: Domain) -> Domain:
+    """Each action's parameters renamed ``?x1``, ``?x2``, ... (``?truck`` would tell what a renamed action
+    moves: the planner's instructions list the parameters)."""
+    def action(a: ActionSchema) -> ActionSchema:
+        new = {f"?{v}": f"?x{i}" for i, (v, _) in enumerate(a.params, 1)}
+        atom = lambda x: (x[0], *(new.get(y, y) for y in x[1:]))  # noqa: E731
+        return ActionSchema(a.name, tuple((new[f"?{v}"][1:], t) for v, t in a.params),
+                            tuple(Literal(x.pred, atom((x.pred, *x.args))[1:], x.positive) for x in a.pre),
+                            tuple(atom(x) for x in a.add), tuple(atom(x) for x in a.delete))
+    return Domain(domain.name, domain.requirements, dict(domain.types), dict(domain.constants),
+                  dict(domain.predicates), tuple(action(a) for a in domain.actions))

@@ -53,6 +53,8 @@ def plan_indices(task: GroundTask, plan) -> tuple[list[int], str | None]:
 def _why_unknown(task: GroundTask, text: list[str]) -> str:
     if len(text) != 1:
         return "expected one (name arg ...) group"
+    if not text[0][1:-1].split():
+        return "an empty action (): expected (name arg ...)"
     name, *args = text[0][1:-1].split()
     schema = task.domain.action(name)
     if schema is None:

@@ -58,6 +58,7 @@ import torch
 from transformers import LogitsProcessorList
 from transformers.trainer_callback import PrinterCallback, TrainerCallback
 
+from constrained_decoding.lazy_dfa import is_lazy
 from constrained_decoding.prompts import encode_prompts, format_prompt
 from constrained_decoding.protocol import Grammar
 from envs import registry as env_registry
@@ -185,7 +186,8 @@ def make_grpo_trainer(cfg: RunConfig, planner: Planner, env: RLTFEnv, tasks: Seq
         if separator is None:
             separator = lazy.separator_id(planner.tokenizer, list(grammars.values()))
         to_plan = functools.partial(_lazy_plan_text, grammars, separator)
-        longest = max(lazy.longest_sequence(gr) for gr in {id(gr): gr for gr in grammars.values()}.values())
+        longest = max(lazy.longest_sequence(gr, cfg.planner.max_plan_tokens)
+                      for gr in {id(gr): gr for gr in grammars.values()}.values())
         overrides.setdefault("max_completion_length", longest)  # no plan cut short
     args = grpo_args(cfg, output_dir, grpo, **overrides)
     if args.beta > 0:
@@ -346,10 +348,12 @@ def free_text_schema(name: str, planner: Planner, env: RLTFEnv, tasks: Sequence[
 
 
 def sequence_schema(name: str, planner: Planner, env: RLTFEnv, tasks: Sequence[Task], separator: int,
-                    batch_size: int = 16) -> ev.SchemaResult:
+                    batch_size: int = 16, lazy_limit: int | None = None) -> ev.SchemaResult:
     """Greedy decoding of each task's plan as the lazily constrained sequence constrained GRPO samples
     (:mod:`rltf.comparison.lazy_grammar`, the same ``separator``): a GRPO planner in the format it was trained
-    in (rltf's beam search writes branch rows in parallel), every plan valid, scored by ``env``."""
+    in (rltf's beam search writes branch rows in parallel), every plan valid, scored by ``env``. ``lazy_limit``:
+    the most tokens written for a grammar built lazily (:func:`~rltf.comparison.lazy_grammar.longest_sequence`;
+    a plan cut there is scored as its text)."""
     model, tok = planner.model, planner.tokenizer
     grammars = [env.grammar(tok, t) for t in tasks]
     device = next(model.parameters()).device
@@ -363,15 +367,16 @@ def sequence_schema(name: str, planner: Planner, env: RLTFEnv, tasks: Sequence[T
                           return_tensors="pt").to(device)
             processor = lazy.LazyGrammarLogitsProcessor(gs, separator)
             with torch.inference_mode():
-                gen = model.generate(**enc, max_new_tokens=max(lazy.longest_sequence(g) for g in gs), do_sample=False,
-                                     num_beams=1, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                                     logits_processor=LogitsProcessorList([processor]))
-            texts += [lazy.completion_plan_text(g, separator, row)
-                      for g, row in zip(gs, gen[:, enc["input_ids"].shape[1]:].tolist())]
+                gen = model.generate(**enc, max_new_tokens=max(lazy.longest_sequence(g, lazy_limit) for g in gs),
+                                     do_sample=False, num_beams=1, pad_token_id=tok.pad_token_id,
+                                     eos_token_id=tok.eos_token_id, logits_processor=LogitsProcessorList([processor]))
+            for g, row in zip(gs, gen[:, enc["input_ids"].shape[1]:].tolist()):
+                text = lazy.completion_plan_text(g, separator, row)
+                if text is None and not is_lazy(g.dfa):  # pragma: no cover - the processor allows nothing else
+                    raise RuntimeError(f"{name}: greedy decoding under the lazy grammar wrote no plan for a task")
+                texts.append(text if text is not None else tok.decode(row, skip_special_tokens=True).strip())
     finally:
         model.train(was_training)
-    if None in texts:  # pragma: no cover - the processor allows nothing else
-        raise RuntimeError(f"{name}: greedy decoding under the lazy grammar wrote no plan for a task")
     res = ev.SchemaResult(name)
     for t, r in zip(tasks, env.reward_plans(list(zip(tasks, texts)))):
         res.plans[t.id], res.scores[t.id] = r.plan_text, r.reward
@@ -382,8 +387,8 @@ def comparison_table(constrained: dict[str, ev.SchemaResult], free: dict[str, Fr
                      tasks: Sequence[Task], title: str, env: RLTFEnv | None = None) -> tuple[dict, str]:
     """The held-out table: per metric family and overall for each constrained (beam search) and
     free-text (greedy, parsed) schema, plus the fraction of valid plans (1 for constrained
-    decoding); ``env`` (travel's held-out env): its own columns and the mean reward instead
-    (:func:`rltf.evaluation.schemas.results_table`). Returns ``(table, markdown)``."""
+    decoding); ``env`` (the held-out env): its own columns (travel's, pddl's), when it has any, and the
+    mean reward instead (:func:`rltf.evaluation.schemas.results_table`). Returns ``(table, markdown)``."""
     results = [*constrained.values(), *(f.result for f in free.values())]
     table = ev.results_table(results, tasks, env)
     valid = {**{k: 1.0 for k in constrained}, **{k: f.valid_fraction for k, f in free.items()}}

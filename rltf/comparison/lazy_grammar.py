@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor
 
+from constrained_decoding.lazy_dfa import is_lazy
 from constrained_decoding.protocol import Grammar
 
 SEPARATOR_TEXTS = ("\n", " |", "|", *(f"{p}{c}" for c in "~^`@#$%*=+<>{}[]\\" for p in (" ", "")))
@@ -51,8 +52,11 @@ def separator_id(tokenizer, grammars: Sequence[Grammar]) -> int:
     continues with it, and the sequence can be split back into rows); else the lowest such id."""
     used: set[int] = set()
     for g in {id(g): g for g in grammars}.values():
-        for edges in g.dfa.transitions:
-            used.update(int(t) for t in edges)
+        if is_lazy(g.dfa):  # its states are not all known: every token it declares a state may allow
+            used.update(int(t) for t in g.dfa.alphabet)
+        else:
+            for edges in g.dfa.transitions:
+                used.update(int(t) for t in edges)
         used.update((int(g.eos_id), int(g.pad_id)))
     bad = used | {int(i) for i in tokenizer.all_special_ids}
     for text in SEPARATOR_TEXTS:
@@ -181,10 +185,21 @@ def _longest_row(grammar: Grammar):
     return longest
 
 
-def longest_sequence(grammar: Grammar) -> int:
+def longest_sequence(grammar: Grammar, lazy_limit: int | None = None) -> int:
     """The most tokens a plan's sequence may have (root row + its branch rows, separators and EOS
-    included): the completion length under which no plan is cut."""
+    included): the completion length under which no plan is cut. A grammar without branch rows: its
+    longest row (one pass over its states, never over its plans: a pddl ``syntax`` grammar has 50^32). A
+    grammar built lazily (:class:`~constrained_decoding.lazy_dfa.LazyTokenDFA`: pddl's ``legal`` grammar) is
+    not walked at all (that would expand every state): ``lazy_limit`` is the length (the config's completion
+    length, ``planner.max_plan_tokens``); a plan longer than it is cut there (its text is then judged as written)."""
+    if is_lazy(grammar.dfa):
+        if lazy_limit is None:
+            raise LazyGrammarError(f"{grammar!r} is expanded on demand: its longest plan is unknown without "
+                                   "walking every state; give lazy_limit (planner.max_plan_tokens)")
+        return int(lazy_limit)
     dfa, longest = grammar.dfa, _longest_row(grammar)
+    if not getattr(grammar, "branching", True):  # one row: no root rows to walk
+        return longest(grammar.root)
     best, count = 0, 0
     stack: list[tuple[int, tuple[int, ...]]] = [(grammar.root, ())]
     while stack:  # every root row (depth first)

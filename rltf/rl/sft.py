@@ -101,3 +101,14 @@ def _nonfinite(what: str, value: float, step: int, lr: float, mode: str) -> None
         raise NonFiniteSFTLossError(f"{message}: the planner diverged; lower sft.lr (now {lr:g}) or set "
                                     "sft.on_nonfinite=skip to skip such steps")
     warnings.warn(f"{message}: step skipped", RuntimeWarning, stacklevel=3)
+
+
+def warm_start_tasks(train: Sequence, max_plans: int, seed: int) -> list:
+    """The train tasks whose reference plans the warm start fits (``sft.max_plans``): all of those with
+    one (``max_plans`` 0, or at least their number), else ``max_plans`` of them -- the first of a
+    permutation seeded with ``seed``, kept in the train split's order."""
+    solved = [t for t in train if t.reference_plan is not None]
+    if not max_plans or max_plans >= len(solved):
+        return solved
+    keep = set(np.random.default_rng([seed, max_plans]).permutation(len(solved))[:max_plans].tolist())
+    return [t for i, t in enumerate(solved) if i in keep]

@@ -119,7 +119,8 @@ def _training_lines(cfg: RunConfig) -> list[str]:
     s, r, ev = cfg.sft, cfg.rltf, cfg.eval
     lines = []
     if s.enabled:
-        lines.append(f"sft         {s.epochs} epochs on the train tasks' reference plans, lr {s.lr:g}, "
+        plans = f"at most {s.max_plans} of the train tasks'" if s.max_plans else "the train tasks'"
+        lines.append(f"sft         {s.epochs} epochs on {plans} reference plans, lr {s.lr:g}, "
                      f"batch {s.batch_size}")
     else:
         lines.append("sft         off")

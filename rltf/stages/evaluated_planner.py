@@ -62,6 +62,18 @@ class EvaluatedPlanner:
         """That run's rltf_selection (rltf.select, step)."""
         return self.source.selection
 
+    @property
+    def short_name(self) -> str:
+        """What is evaluated, in a few words (its progress bar reads ``eval <this>``): ``rltf planner of
+        default (step 150)`` for a run folder, ``planner default/sft`` for a planner folder (its last two
+        parts), ``planner <name or hub id>`` otherwise."""
+        if self.run is not None:
+            step = f" (step {self.selection['step']})" if self.selection and "step" in self.selection else ""
+            return f"rltf planner of {Path(self.run).name}{step}"
+        if self.source.folder is not None:
+            return f"planner {'/'.join(Path(self.model).parts[-2:])}"
+        return f"planner {self.model}"
+
     def row_labels(self) -> dict[str, str]:
         """The table's names of the planner's rows (the bounds keep theirs)."""
         return {PLANNER_ROW: f"planner ({self.model})",
