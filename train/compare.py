@@ -105,17 +105,10 @@ def main(argv: list[str] | None = None) -> dict:
     return summary
 
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
-
-
-INTERRUPTED = ("error: interrupted (SIGINT): the run in progress was stopped first; run the same command again "
-               "to continue where it stopped")
+INTERRUPTED_ADVICE = "the run in progress was stopped first; run the same command again to continue where it stopped"
 
 
 if __name__ == "__main__":
-    try:
-        run_cli(main)  # user-facing errors: one line on stderr, exit status 2
-    except KeyboardInterrupt:  # rltf.comparison.runs ended the run in progress before raising it
-        sys.stdout.flush()
-        print(INTERRUPTED, file=sys.stderr, flush=True)
-        raise SystemExit(EXIT_INTERRUPTED) from None
+    # user-facing errors: one line on stderr, exit status 2; Ctrl-C (rltf.comparison.runs ended the run in
+    # progress before raising it): one "error: interrupted (SIGINT); ..." line, exit status 130
+    run_cli(main, interrupted=INTERRUPTED_ADVICE)

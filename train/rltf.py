@@ -10,7 +10,8 @@ evaluation of the flow (``rltf/stages/flow_job.py``).
 With no arguments it runs the offline embedded default (``configs/default.yaml``) on the CPU.
 ``dry_run=true`` validates the config and prints what the run would load (``rltf/stages/describe.py``);
 a run folder that already holds a run (without ``resume`` / ``overwrite``) is the launch's refusal,
-one ``error:`` line and exit status 2.
+one ``error:`` line and exit status 2. Ctrl-C prints one ``error: interrupted (SIGINT)`` line saying
+to resume with ``resume=true`` and exits with status 130.
 Every stage is a function of ``rltf/stages/plan_job.py``. A resumed run (``resume=true``) reuses what
 earlier stages finished: the zero/few-shot results, the fine-tuned planner, the newest RLTF
 checkpoint.
@@ -25,7 +26,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rltf.config.loading import RunConfig, load_config  # noqa: E402
 from rltf.planners.loading import check_kl_reference  # noqa: E402
-from rltf.run.cli import run_cli  # noqa: E402
+from rltf.run.cli import RESUME_ADVICE, run_cli  # noqa: E402
 from rltf.stages import plan_job as stages  # noqa: E402
 from rltf.stages.describe import check_run_folder, describe_run  # noqa: E402
 from rltf.stages.flow_job import describe_flow_job, run_flow_job  # noqa: E402
@@ -71,4 +72,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)  # user-facing errors: one line on stderr, exit status 2
+    # user-facing errors: one line on stderr, exit status 2; Ctrl-C: one line saying to resume, exit status 130
+    run_cli(main, interrupted=RESUME_ADVICE)

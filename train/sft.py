@@ -54,5 +54,9 @@ def sft_job(cfg) -> None:
     run.log(f"held-out ({'+'.join(dict.fromkeys(cfg.eval.splits))}) finetuned={res.overall:.4f}")
 
 
+INTERRUPTED_ADVICE = "the fine-tuned planner was not saved; run again with overwrite=true to start over"
+
+
 if __name__ == "__main__":
-    run_cli(main)  # user-facing errors: one line on stderr, exit status 2
+    # user-facing errors: one line on stderr, exit status 2; Ctrl-C: one line, exit status 130
+    run_cli(main, interrupted=INTERRUPTED_ADVICE)

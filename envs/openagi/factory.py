@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from common.config_fields import as_settings
+from common.errors import user_code_failure
 from envs.openagi.config import EnvConfigError, OpenAGIEnvConfig
 from envs.openagi.env import OpenAGIEnv
 from envs.openagi.registry import ToolRegistry
@@ -46,8 +47,9 @@ def resolve_tool_hook(entry: str, section: str = "env") -> Callable[[ToolRegistr
         raise EnvConfigError(f"bad entry {entry!r} in '{section}.tools': expected 'package.module:callable'")
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as e:
-        raise EnvConfigError(f"'{section}.tools' entry {entry!r}: cannot import module {module_name!r} ({e})") from e
+    except BaseException as e:  # whatever the user's module raises on import, sys.exit and Ctrl-C included
+        raise EnvConfigError(f"'{section}.tools' entry {entry!r}: cannot import module {module_name!r} "
+                             f"({user_code_failure(e)})") from e
     for i, part in enumerate(attr.split(".")):
         if not hasattr(obj, part):
             owner = ".".join([module_name, *attr.split(".")[:i]])
@@ -65,9 +67,9 @@ def apply_tools(registry: ToolRegistry, entries: list[str], section: str = "env"
         hook = resolve_tool_hook(entry, section)
         try:
             hook(registry)
-        except Exception as e:
+        except BaseException as e:  # the user's hook failed (sys.exit and Ctrl-C included): one line naming it
             raise EnvConfigError(f"'{section}.tools' entry {entry!r} failed on the env's registry: "
-                                 f"{type(e).__name__}: {e}") from e
+                                 f"{user_code_failure(e)}") from e
     return registry
 
 
@@ -158,10 +160,13 @@ def make_envs(config: OpenAGIEnvConfig | Mapping[str, Any] | None = None, *, dev
 
 # -------------------------------------------------------------------------------- describing
 def describe_env(config: OpenAGIEnvConfig | Mapping[str, Any] | None = None) -> list[str]:
-    """What :func:`make_envs` would build and load, as lines of text; validates, loads nothing
-    (no weights, no datasets, no ``tools`` module imported)."""
+    """What :func:`make_envs` would build and load, as lines of text; validates, loads nothing (no
+    weights, no datasets). Each ``tools`` entry is resolved (its module imported: the user's code runs,
+    as ``env.name``'s does), so a dry run refuses an entry the run would refuse; none is called."""
     config = as_config(config)
     config.validate()
+    for entry in config.tools:
+        resolve_tool_hook(entry)
     return _suite_lines(config) + _expert_lines(config)
 
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from common.atomic import write_atomic
 from envs.openagi.suite import task_specs
 from envs.splitting import SPLITS, stratified_split
 
@@ -79,7 +80,7 @@ def main() -> None:
     SPLIT_DIR.mkdir(exist_ok=True)
     for suite in ("lite", "full"):
         data = split_for_suite(suite)
-        split_path(suite).write_text(json.dumps(data, indent=1) + "\n")
+        write_atomic(split_path(suite), json.dumps(data, indent=1) + "\n")
         print(suite, {k: len(data[k]) for k in SPLITS})
 
 

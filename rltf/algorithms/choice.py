@@ -12,7 +12,8 @@ e.g. ``PYTHONPATH``; the saved config keeps the path, so a resumed run imports i
   ``(units, rule) -> Objective`` (or ``(loss, logs)``, or a bare loss tensor), which becomes the loss
   of a spec with the default properties (reuses the batch, samples independently, any baseline
   without a set). Anything the user's code raises, on import or when called, is one line naming the
-  path (:class:`ObjectiveError`).
+  path (:class:`ObjectiveError`), ``SystemExit`` included (and ``KeyboardInterrupt`` on import; while
+  training, Ctrl-C is the run's interruption: :func:`rltf.run.cli.run_cli`).
 
 :func:`objective_of` is the entry of a run's settings; :func:`draws_distinct_plans` the one question
 the sampler, the loss weights and the flow job ask of it; :func:`objective_problem` the config's
@@ -27,7 +28,7 @@ from typing import Any
 
 import torch
 
-from common.errors import UserError
+from common.errors import UserError, user_code_failure
 from rltf.algorithms.baselines import BASELINES
 from rltf.algorithms.objectives import OBJECTIVES, Objective, ObjectiveSpec, Units, objective_name
 
@@ -83,10 +84,9 @@ def load_objective(path: str) -> ObjectiveSpec:
     module_name, _, attr = path.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
-    except Exception as e:  # anything the user's module raises while it is imported is that module's failure
+    except BaseException as e:  # whatever the user's module raises on import, sys.exit and Ctrl-C included
         raise ObjectiveError(f"bad value for 'rltf.objective': {path!r}; cannot import module {module_name!r} "
-                             f"({type(e).__name__}: {_first_line(e)}); is its folder on PYTHONPATH or installed?"
-                             ) from e
+                             f"({user_code_failure(e)}); is its folder on PYTHONPATH or installed?") from e
     for part in attr.split("."):
         if not hasattr(target, part):
             raise ObjectiveError(f"bad value for 'rltf.objective': {path!r}; module {module_name!r} has no attribute "
@@ -114,9 +114,10 @@ class _Guarded:
     def __call__(self, units: Units, rule) -> Objective:
         try:
             out = self.loss(units, rule)
-        except Exception as e:  # the user's objective failed: one line naming it
-            raise ObjectiveError(f"the objective {self.path} (rltf.objective) raised {type(e).__name__}: "
-                                 f"{_first_line(e)}") from e
+        except KeyboardInterrupt:  # Ctrl-C while training: the run's interruption (exit 130, resume), not the loss's
+            raise
+        except BaseException as e:  # the user's objective failed (sys.exit included): one line naming it
+            raise ObjectiveError(f"the objective {self.path} (rltf.objective) raised {user_code_failure(e)}") from e
         loss, logs = (out, {}) if isinstance(out, torch.Tensor) else out
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise ObjectiveError(f"the objective {self.path} (rltf.objective) returned a loss of type "

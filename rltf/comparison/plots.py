@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common.atomic import atomic_path
+
 DURATION_KEY = "train/plans_per_s"  # a step's plans per second: its duration is plans / this
 
 
@@ -203,7 +205,8 @@ def plot_comparison(summary: dict, labels: dict[str, str], path: Path) -> Path |
         fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0),
                    fontsize=8, ncol=1, frameon=False)
     path = Path(path)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
     return path
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from common.atomic import write_atomic
 from rltf.comparison.aggregate import aggregate
 from rltf.comparison.plots import cpu_clock, plot_comparison
 from rltf.comparison.results import read_runs
@@ -105,13 +107,15 @@ def write_report(suite: Suite, root: Path, records: Sequence[RunRecord] = (), se
         for entry, run in zip(summary["runs"].get(arm.name, []), runs.get(arm.name, [])):
             entry["clock"] = cpu_clock(run.history, run.cpu_s, arm.reward_key)
     summary["failed"] = [dataclasses.asdict(r) for r in records if r.status == "failed"]
+    for entry in [e for arm_runs in summary["runs"].values() for e in arm_runs] + summary["failed"]:
+        entry["run_dir"] = Path(os.path.relpath(entry["run_dir"], root)).as_posix()  # no machine's path in it
     root.mkdir(parents=True, exist_ok=True)
     md = comparison_markdown(summary, records)
-    (root / "compare.md").write_text(md)
+    write_atomic(root / "compare.md", md)
     labels = {r.arm: r.label for r in suite.rows if r.trained}
     png = plot_comparison(summary, labels, root / "compare.png")
-    summary["plot"] = str(png) if png else None
-    (root / "compare.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    summary["plot"] = png.name if png else None  # beside compare.json; no machine's path in it
+    write_atomic(root / "compare.json", json.dumps(summary, indent=1, default=str) + "\n")
     log("\n" + md)
     log(f"comparison folder: {root}" + (f"  (plot: {png.name})" if png else ""))
     return summary

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.atomic import write_atomic
 from rltf.comparison.suites import Arm, Suite
 from rltf.config.loading import REPO_ROOT, ConfigError
 
@@ -105,8 +106,8 @@ def run_one(suite: Suite, arm: Arm, seed: int, root: Path, extra: Sequence[str] 
         log(f"[{arm.name} seed {seed}] FAILED (exit {proc.returncode}, {wall:.0f}s): {record.error}")
     else:
         log(f"[{arm.name} seed {seed}] done in {wall:.0f}s ({cpu:.0f} CPU s)")
-    record_file.write_text(json.dumps({"args": args, "wall_s": wall, "cpu_s": cpu, "returncode": proc.returncode},
-                                      indent=1))
+    write_atomic(record_file, json.dumps({"args": args, "wall_s": wall, "cpu_s": cpu, "returncode": proc.returncode},
+                                         indent=1))
     return record
 
 

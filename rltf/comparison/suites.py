@@ -47,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from common.errors import user_code_failure
 from rltf.config.loading import CONFIG_DIR, REPO_ROOT, ConfigError
 from rltf.rl.training_state import VALIDATION_SCORE
 
@@ -201,8 +202,8 @@ def resolve(spec: str) -> Callable:
     module, _, attr = spec.partition(":")
     try:
         return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(f"{spec!r}: cannot import ({e}); expected module:function") from None
+    except BaseException as e:  # the user's module, whatever it raises (sys.exit and Ctrl-C included)
+        raise ConfigError(f"{spec!r}: cannot import ({user_code_failure(e)}); expected module:function") from None
 
 
 def check_arms(suite: Suite, extra: Sequence[str] = (), arms: Sequence[str] | None = None) -> dict[str, Any]:

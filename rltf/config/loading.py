@@ -9,11 +9,13 @@ torchtune does::
 ``config=<path>`` picks the YAML file (default ``configs/default.yaml``; a bare name such as
 ``config=flan-t5-large`` means the shipped ``configs/flan-t5-large.yaml``); every other argument
 is a dotted ``key=value`` override applied in order, values parsed as YAML (``1e-4``, ``true``,
-``[q_proj,v_proj]``, ``null``). YAML values may use OmegaConf interpolation (``${seed}``).
+``[q_proj,v_proj]``, ``null``). YAML values may use OmegaConf interpolation (``${seed}``); reading the
+environment (``${oc.env:NAME}``) only with ``env_interpolation: true`` (:mod:`rltf.config.environment`).
+A control character in an override (YAML folds a newline into a space) is refused.
 
-An unknown key at any depth, a value of the wrong type, an out-of-range number, a value outside
-a ``Literal`` or an env section that cannot run (the named env's section class and its
-``validate``: ``envs/config.py``) is a
+An unknown key at any depth, a value of the wrong type, an out-of-range number or size
+(:mod:`rltf.config.limits`), a value outside a ``Literal`` or an env section that cannot run (the
+named env's section class and its ``validate``: ``envs/config.py``) is a
 :class:`ConfigError` that names the key, the value, where it came from and what was expected
 (with the closest key for typos), before anything expensive starts.
 
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -43,8 +44,13 @@ from common.errors import UserError
 from envs import registry as env_registry
 from envs.config import EnvConfigError, validate_section
 from envs.splitting import NON_TRAIN
+from rltf.config import limits
+from rltf.config.environment import FROM_ENVIRONMENT, environment_reads, environment_sourced, interpolation_flag
+from rltf.config.environment import flatten as _flatten
+from rltf.config.environment import refused_message as _env_refused_message
 from rltf.config.flow import FlowSettingsError
 from rltf.config.help import config_help, describe_type, field_types
+from rltf.config.limits import folder_chain_problem, not_a_folder_message  # noqa: F401 (re-exported)
 from rltf.config.sections import (
     EVAL_SCHEMAS,
     EVAL_SPLITS,
@@ -86,12 +92,22 @@ def load_config(argv: Sequence[str] | None = None) -> RunConfig:
     if wants_help:
         _exit_with_help(argv)
     merged = _merged(*_split_argv(argv))
-    try:
-        cfg = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as e:  # interpolation errors and the like
-        raise ConfigError(f"cannot resolve the configuration: {_first_line(e)} (key {_full_key(e)!r})") from None
-    except EnvConfigError as e:  # the env section's keys (RunConfig.__post_init__: env.name and that env's keys)
-        raise ConfigError(str(e)) from None
+    allowed, problem = interpolation_flag(merged)
+    if problem:
+        raise ConfigError(problem)
+    with environment_reads(allowed) as reads:
+        try:
+            cfg = OmegaConf.to_object(merged)
+        except OmegaConfBaseException as e:  # interpolation errors and the like
+            if reads.refused:
+                raise ConfigError(_env_refused_message(merged, _full_key(e), reads.refused[-1])) from None
+            raise ConfigError(f"cannot resolve the configuration: {_first_line(e)} (key {_full_key(e)!r})") from None
+        except EnvConfigError as e:  # the env section's keys (RunConfig.__post_init__: env.name and that env's keys)
+            raise ConfigError(str(e)) from None
+        except RecursionError:
+            raise ConfigError(f"cannot resolve the configuration: {limits.TOO_DEEP}") from None
+        if reads.names:  # kept as their ${oc.env:NAME} text when the config is saved: config_to_yaml
+            setattr(cfg, FROM_ENVIRONMENT, environment_sourced(merged, reads))
     if cfg.output_dir.startswith("~"):  # a shell would have expanded it: ~/runs is the home's runs, not ./~/runs
         cfg.output_dir = os.path.expanduser(cfg.output_dir)
     validate_config(cfg)
@@ -194,6 +210,9 @@ def _split_argv(argv: list[str]) -> tuple[Path, list[tuple[str, DictConfig]]]:
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"bad argument {raw!r}: expected key=value (e.g. rltf.lr=1e-4) or config=<path>")
+        if _control_characters(raw):  # (a newline would be folded into a space by YAML: a value not given)
+            raise ConfigError(f"cannot parse override {raw!r}: control characters (newline, tab, NUL, ...) are not "
+                              "allowed in an override")
         if key == "config":
             config_path = resolve_config_path(value)
             continue
@@ -201,6 +220,8 @@ def _split_argv(argv: list[str]) -> tuple[Path, list[tuple[str, DictConfig]]]:
             node = OmegaConf.from_dotlist([f"{key}={value}"])
         except (OmegaConfBaseException, yaml.YAMLError, ValueError) as e:  # YAML: a control character...
             raise ConfigError(f"cannot parse override {raw!r}: {_first_line(e)}") from None
+        except RecursionError:
+            raise ConfigError(f"cannot parse override {limits.shortened(raw)!r}: {limits.TOO_DEEP}") from None
         overrides.append((raw, node))
     return config_path if config_path is not None else default_config_path(), overrides
 
@@ -210,13 +231,21 @@ def _read_yaml(path: Path) -> DictConfig:
         node = OmegaConf.load(path)
     except (OSError, OmegaConfBaseException, ValueError, yaml.YAMLError) as e:
         raise ConfigError(f"cannot read config file {str(path)!r}: {' '.join(str(e).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {limits.TOO_DEEP}") from None
     if not isinstance(node, DictConfig):
         raise ConfigError(f"config file {str(path)!r} must be a mapping of keys to values, got a list")
     return node
 
 
 def _merge(base: DictConfig, node: DictConfig, source: str) -> DictConfig:
-    _check_keys(OmegaConf.to_container(node, resolve=False), RunConfig, "", source)
+    try:
+        tree = OmegaConf.to_container(node, resolve=False)
+    except RecursionError:
+        raise ConfigError(f"bad value in {limits.shortened(source)}: {limits.TOO_DEEP}") from None
+    if limits.depth(tree) > limits.MAX_DEPTH:
+        raise ConfigError(f"bad value in {limits.shortened(source)}: {limits.TOO_DEEP}")
+    _check_keys(tree, RunConfig, "", source)
     try:
         return OmegaConf.merge(base, node)
     except OmegaConfBaseException as e:
@@ -295,8 +324,9 @@ def validate_config(cfg: RunConfig) -> None:
     if not cfg.output_dir or _control_characters(cfg.output_dir):
         raise ConfigError(f"bad value for 'output_dir': {cfg.output_dir!r}; expected a non-empty folder path "
                           "without control characters (newline, NUL, ...)")
-    _check_run_folder_path(cfg)
-    _check_grpo(cfg)
+    for check in (limits.path_length_problem, limits.run_folder_problem, limits.plans_problem, limits.grpo_problem):
+        if (problem := check(cfg)) is not None:
+            raise ConfigError(problem)
     if p.embedded.d_model % p.embedded.num_heads:
         raise ConfigError(f"'planner.embedded.d_model' ({p.embedded.d_model}) must be divisible by "
                           f"'planner.embedded.num_heads' ({p.embedded.num_heads})")
@@ -317,53 +347,13 @@ def validate_config(cfg: RunConfig) -> None:
     if bad or not cfg.eval.splits:
         raise ConfigError(f"bad value for 'eval.splits': {cfg.eval.splits!r}; expected a non-empty list of "
                           f"{', '.join(EVAL_SPLITS)}, or [{NON_TRAIN}] alone (every task not in the train split)")
+    if (problem := limits.integer_problem(cfg)) is not None:  # (after the checks naming a tighter range)
+        raise ConfigError(problem)
 
 
 def _control_characters(text: str) -> list[str]:
     """The control characters of ``text`` (NUL, newline, tab, DEL...): never part of a folder name."""
     return [c for c in text if ord(c) < 0x20 or ord(c) == 0x7F]
-
-
-def folder_chain_problem(run_dir: str | os.PathLike) -> tuple[Path, str] | None:
-    """``(path, what it is)`` of the first of ``run_dir`` and its nearest existing parent
-    (``output_dir`` or above) that is a file where the run needs a folder; None when both are fine.
-    (``rltf.run.folders.check_folder_chain`` raises on it when a run starts.)"""
-    run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        return run_dir, "the run folder, output_dir/run_name"
-    for i, parent in enumerate(run_dir.parents):
-        if parent.exists() or parent.is_symlink():
-            return None if parent.is_dir() else (parent, "output_dir" if i == 0 else "a parent folder of output_dir")
-    return None
-
-
-def not_a_folder_message(path: Path, what: str) -> str:
-    return (f"{path} ({what}) is a file, not a folder; move or delete it (or pick another output_dir / run_name) "
-            "before starting the run")
-
-
-def _check_run_folder_path(cfg: RunConfig) -> None:
-    """The run folder and its nearest existing parent are folders, not files (checked here so that
-    ``dry_run=true`` refuses what the run would refuse; the run checks it again when it starts)."""
-    problem = folder_chain_problem(cfg.run_dir)
-    if problem is not None:
-        raise ConfigError(not_a_folder_message(*problem))
-
-
-# GRPO's updates per generated batch: a few in practice (TRL's default is 1); far more is a typo
-MAX_GRPO_ITERATIONS = 1000
-
-
-def _check_grpo(cfg: RunConfig) -> None:
-    g = cfg.grpo
-    beta = g.beta
-    if beta is not None and (isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta)
-                             or beta < 0):
-        raise ConfigError(f"bad value for 'grpo.beta': {beta!r}; expected a finite number >= 0 (the KL weight) or "
-                          "null (rltf.kl_coef)")
-    if g.num_iterations > MAX_GRPO_ITERATIONS:
-        raise ConfigError(f"bad value for 'grpo.num_iterations': {g.num_iterations!r}; expected an integer from 1 to "
-                          f"{MAX_GRPO_ITERATIONS} (policy updates per generated batch)")
 
 
 # ------------------------------------------------------------------------------ run config keys
@@ -388,11 +378,14 @@ def _type_at(key: str) -> Any:
 # ------------------------------------------------------------------------------ saving
 def config_to_yaml(cfg: RunConfig) -> str:
     """The resolved run config as YAML text (what :func:`save_config` writes). A user's env loaded from an
-    import path (``env.name=mypkg.envs:sorting``) is saved under that path, so the file loads it again."""
+    import path (``env.name=mypkg.envs:sorting``) is saved under that path, so the file loads it again; a
+    value read from the environment (``env_interpolation``) as its ``${oc.env:NAME}`` text, never the value."""
     node = OmegaConf.structured(cfg)
     source = env_registry.origin(getattr(cfg.env, "name", None))
     if source is not None:
         node.env.name = source
+    for key, text in getattr(cfg, FROM_ENVIRONMENT, {}).items():  # read from the environment: its text, not the value
+        OmegaConf.update(node, key, text, merge=False)
     return OmegaConf.to_yaml(node)
 
 
@@ -407,7 +400,8 @@ def save_config(cfg: RunConfig, path: str | os.PathLike) -> Path:
 # chunks, so a run can resume with smaller ones after running out of memory), only what is logged and
 # evaluated and where outputs go (a prefix ending in "." covers its section); ``grpo.`` is read by
 # train/grpo.py only, which does not resume (and runs saved before the section existed lack it)
-RESUME_SAFE_KEYS = ("logging.", "eval.", "grpo.", "flow.splits", "flow.limit", "flow.select", "flow.days",
+RESUME_SAFE_KEYS = ("logging.", "eval.", "grpo.", "env_interpolation",
+                    "flow.splits", "flow.limit", "flow.select", "flow.days",
                     "flow.trace_queries", "flow.oracle", "flow.backend.torch_threads", "flow.backend.batch_size",
                     "flow.backend.timeout", "flow.backend.call_attempts", "flow.backend.max_failed_share",
                     "flow.backend.max_answer_chars",
@@ -415,15 +409,6 @@ RESUME_SAFE_KEYS = ("logging.", "eval.", "grpo.", "flow.splits", "flow.limit", "
                     "run_name",
                     "rltf.eval_every", "rltf.checkpoint_every", "rltf.save_total_limit", "rltf.select",
                     "planner.embedded.dir", "env.data_dir", "env.cache_mib")
-
-
-def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(tree, dict):
-        return {prefix.rstrip("."): tree}
-    out: dict[str, Any] = {}
-    for k, v in tree.items():
-        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
-    return out
 
 
 def config_differences(saved: dict | str, cfg: RunConfig) -> list[str]:
@@ -442,7 +427,20 @@ def config_differences(saved: dict | str, cfg: RunConfig) -> list[str]:
 
 
 def check_resume_config(saved: dict | str, cfg: RunConfig, source: str) -> None:
-    """Refuse to resume a run with a config that changes what is trained (see :func:`config_differences`)."""
+    """Refuse to resume a run with a config that changes what is trained (see :func:`config_differences`);
+    a saved config that is empty, not YAML or not a mapping is one line naming ``source``."""
+    if isinstance(saved, str):
+        try:
+            saved = yaml.safe_load(saved)
+        except yaml.YAMLError as e:
+            problem = f"is damaged (not YAML: {' '.join(str(e).split())[:200]})"
+        else:
+            problem = ("is empty" if saved is None else None if isinstance(saved, dict) else
+                       f"is damaged (it holds a {type(saved).__name__}, not a config)")
+        if problem:
+            raise ConfigError(f"resume=true, but the run's saved config {source} {problem}; restore it or delete "
+                              "it to resume (each checkpoint keeps its own copy of the config, checked too), or "
+                              "start a new run (another run_name=..., or overwrite=true)")
     diffs = config_differences(saved, cfg)
     if diffs:
         raise ConfigError(f"resume=true, but the config differs from the one the run was started with ({source}) "

@@ -138,10 +138,15 @@ class SftSettings:
     then evaluates (labelled "initial (no SFT)")."""
     epochs: int = num(20, ge=0)
     """Passes over the reference plans (0: none)."""
-    lr: float = num(1e-3, gt=0)
-    """Learning rate of SFT's AdamW (constant, no weight decay)."""
+    lr: float = num(1e-3, gt=0, le=1)
+    """Learning rate of SFT's AdamW (constant, no weight decay); at most 1 (AdamW moves each weight by about
+    lr per step: more is no learning rate, and 1e300 overflows)."""
     batch_size: int = num(16, gt=0)
     """Reference plans per optimizer step."""
+    max_plans: int = num(0, ge=0)
+    """The warm start's k plans: fit the reference plans of at most this many train tasks (the first k of
+    a permutation seeded with seed) while RLTF still trains on every train task; 0: every train task's
+    plan (k = 0, no warm start at all, is enabled: false)."""
     on_nonfinite: Literal["stop", "skip"] = "stop"
     """A step whose loss or gradient norm is NaN or infinite: stop (the run fails, naming the step)
     or skip (that step makes no update)."""
@@ -158,12 +163,14 @@ class RltfSettings:
     a constant lr_schedule a resumed run may raise it to train on."""
     tasks_per_batch: int = num(8, gt=0)
     """Train tasks drawn per step (with replacement only when there are fewer train tasks); must be
-    divisible by the number of processes."""
+    divisible by the number of processes. tasks_per_batch * k_samples is at most 1048576 plans per step
+    (rltf.config.loading.MAX_PLANS_PER_STEP)."""
     k_samples: int = num(8, gt=0)
     """Plans sampled per task per step: a step scores tasks_per_batch * k_samples plans (rloo needs
     at least 2)."""
-    lr: float = num(3e-4, gt=0)
-    """Peak learning rate of RLTF's AdamW (no weight decay)."""
+    lr: float = num(3e-4, gt=0, le=1)
+    """Peak learning rate of RLTF's AdamW (no weight decay); at most 1 (AdamW moves each weight by about lr
+    per step: more is no learning rate, and 1e300 overflows)."""
     temperature: float = num(1.0, gt=0)
     """Sampling temperature of the plans, also applied to the log-probabilities of the loss (below 1
     sharpens the policy's distribution, above 1 flattens it)."""
@@ -248,6 +255,10 @@ class RltfSettings:
     share the execution already) and for an env that cannot (env.reward_workers_unsupported(): another
     env, OpenAGI's env.backend hf): an explicit count is refused.
     Flat plans only (an agent flow, flow.enabled, executes in the learner)."""
+    reward_worker_timeout_s: float = num(600.0, gt=0)
+    """Seconds a reward worker may take over one step's plans (from being sent them); one that sends
+    nothing back in time (hung, stopped) is killed and the step stops with one line naming it and its
+    tasks (rltf/rl/reward_workers.py). Generous by default: raise it for experts slower than that."""
 
     def validate(self, prefix: str = "rltf") -> None:
         """A group baseline's k_samples, and the choice of objective with the keys it reads
@@ -311,9 +322,10 @@ EVAL_SCHEMAS = ("zero", "few", "finetuned", "rltf", "reference", "oracle")
 class EvalSettings:
     """The final held-out table (rltf/evaluation/schemas.py): its splits, its rows and their decoding."""
 
-    num_beams: int = num(8, gt=0)
+    num_beams: int = num(8, gt=0, le=1024)
     """Beam width of the constrained beam search the finetuned and rltf rows decode with (the best
-    plan is scored)."""
+    plan is scored); at most 1024 (each beam holds a row of scores over the vocabulary: 1024 beams of a
+    32k vocabulary are 128 MiB per task decoded at once, eval.chunk_tasks of them)."""
     splits: list[str] = field(default_factory=lambda: ["test"])
     """The splits the table is computed on: any of train, validation, test; or [non_train] alone: every
     task of the suite not in the train split (the full OpenAGI suite: 165 tasks; lite: validation + test)."""
@@ -381,6 +393,10 @@ class RunConfig:
     overwrite: bool = False
     """A fresh run into a folder that holds an earlier run removes that run's outputs first; false:
     such a run is refused, naming the folder."""
+    env_interpolation: bool = False
+    """Let the config and the overrides read environment variables with ${oc.env:NAME} (OmegaConf's
+    resolver); false: such a value is refused, naming its key. A value read from the environment is saved
+    (config.yaml, checkpoints, the tracker) as its ${oc.env:NAME} text, never as the value itself."""
     planner: PlannerSettings = field(default_factory=PlannerSettings)
     """The planner being trained: which model, its shape, precision and LoRA."""
     # the env: `name` (a registered env: openagi, travel, ...) and that env's own keys, which its section

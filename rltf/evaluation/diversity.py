@@ -24,19 +24,24 @@ restored), draws from its own generators and leaves the global RNGs alone, so me
 during training changes nothing in the run. :func:`validation_diversity` is the periodic
 validation's share (``eval.diversity_samples``; keys :data:`DIVERSITY_KEYS`), split over the
 launch's processes like the schemas are; :func:`diversity_curve` / :func:`diversity_markdown` are
-what ``rewards.png`` and ``results.md`` show of it.
+what ``rewards.png`` and ``results.md`` show of it. The last validation's per-task values are kept in
+``<run>/rltf/`` (:func:`save_last_diversity`), so a resumed run that validates no more (a finished
+run resumed, a run killed after its last validation) still reports them (:func:`load_last_diversity`).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
+from common.atomic import write_atomic
 from constrained_decoding.decode import beam_search_plans, decoding_mode, sample_plans
 from constrained_decoding.logprobs import plan_logprobs
 from constrained_decoding.protocol import Grammar
@@ -235,6 +240,28 @@ def diversity_curve(validation: Sequence[dict] | None, prefix: str = PREFIX) -> 
     draws and ``results.json`` keeps), in step order."""
     return [{"step": r["step"], **{k: r[prefix + k] for k in DIVERSITY_KEYS if prefix + k in r}}
             for r in validation or () if prefix + "entropy" in r]
+
+
+LAST_FILE = "diversity_last.json"
+"""The last validation's per-task diversity, in the run's checkpoint folder (``<run>/rltf/``)."""
+
+
+def save_last_diversity(folder: str | Path, diversity: Diversity) -> Path:
+    """Keep ``diversity`` (a validation's, :meth:`Diversity.as_dict`) in ``folder`` (atomically)."""
+    return write_atomic(Path(folder) / LAST_FILE, json.dumps(diversity.as_dict(), indent=1) + "\n")
+
+
+def load_last_diversity(folder: str | Path, curve: Sequence[dict]) -> Diversity | None:
+    """The per-task diversity :func:`save_last_diversity` kept in ``folder`` when it is the last row of
+    ``curve`` (:func:`diversity_curve` of the run's validations: the same means); None otherwise
+    (none kept, unreadable, or another validation's)."""
+    try:
+        kept = json.loads((Path(folder) / LAST_FILE).read_text(encoding="utf-8"))
+        found = Diversity(tuple(TaskDiversity(**t) for t in kept["tasks"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    last = {k: v for k, v in curve[-1].items() if k != "step"} if curve else None
+    return found if last is not None and found.means() == last else None
 
 
 def diversity_markdown(curve: Sequence[dict], samples: int) -> str:

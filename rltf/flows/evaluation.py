@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 import envs as env_factory
+from common.atomic import write_atomic
 from common.errors import UserError
 from rltf.config.flow import FlowSettings
 from rltf.config.loading import ConfigError, RunConfig
@@ -65,6 +66,8 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
         rows[method], queries[method] = evaluate_method(method, held, ids, backend, flow,
                                                         trace_dir=run_dir / "traces" / method, health=health,
                                                         progress=cfg.logging.progress_bar)
+        for rec in queries[method]:  # relative to the run folder: no machine's path in flow_eval.json
+            rec["trace"] = rec["trace"] and Path(rec["trace"]).relative_to(run_dir).as_posix()
         r = rows[method]
         log(f"{method}: final pass {r['final pass']:.4f}, delivery {r['delivery']:.4f}, reward {r['reward']:.4f} "
             f"({r['seconds/query']:.2f} s, {r['tokens/query']:.0f} tokens per query)")
@@ -89,8 +92,8 @@ def evaluate_flows(cfg: RunConfig, flow: FlowSettings, *, backend=None, envs_pai
                "backend_errors": errors, "results": queries, "seconds": time.perf_counter() - started,
                "stopped": None if stop is None else str(stop)}
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "flow_eval.md").write_text(md)
-    (run_dir / "flow_eval.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    write_atomic(run_dir / "flow_eval.md", md)
+    write_atomic(run_dir / "flow_eval.json", json.dumps(summary, indent=1, default=str) + "\n")
     log("\n" + md)
     log(f"run folder: {run_dir}  ({summary['seconds']:.0f}s)")
     if stop is not None:

@@ -25,12 +25,18 @@ reference's); the rewards are collected before the loss weights need them.
   only calls the env.
 * **Faults.** An expert that raises inside the env fails its samples as in the learner (the results
   carry the errors; the trainer's ``env.expert_failures`` warnings and ``train/expert_error_rate``
-  see them). An exception that escapes the env in a worker, or a worker that dies, stops the step
-  with an error naming the worker, the step and the (task, plan) that raised (re-run alone to find
-  it) or the plans the dead worker held, never a zero reward. The pool is closed at the end of
-  :meth:`~rltf.rl.trainer.RLTFTrainer.train`, on its exceptions, and when the trainer is collected
-  or the interpreter exits (the workers are daemons; one also exits when the learner's end of its
-  pipe closes).
+  see them). An exception that escapes the env in a worker, a worker that dies (killed, out of
+  memory), or one that sends nothing back within ``rltf.reward_worker_timeout_s`` of being sent its
+  plans (hung, stopped: it is then killed) stops the step with one line (:class:`RewardWorkerFailed`,
+  exit status 2 from the CLI) naming the worker, the step, its tasks and the (task, plan) that raised
+  (re-run alone to find it) or the plans it held, never a zero reward. The step stops before its
+  update: nothing of it is written (no checkpoint, no history row), and ``resume=true`` continues
+  from the last checkpoint. (Restarting the worker and rerunning its tasks was not chosen: a task's
+  caches and the tool registry's failure record live in its worker, so a fresh worker would not
+  give the in-process rewards bit for bit; a fault is rare enough to be worth a stop and a look.)
+  The pool is closed at the end of :meth:`~rltf.rl.trainer.RLTFTrainer.train`, on its exceptions,
+  and when the trainer is collected or the interpreter exits (the workers are daemons; one also
+  exits when the learner's end of its pipe closes).
 * **Several accelerate processes**: the pool is off (they already share the execution by sample:
   OpenAGI's ``env.split_reward_plans``); ``-1`` resolves to 0 and an explicit count is refused.
 
@@ -68,11 +74,17 @@ from envs.protocol import RLTFEnv
 AUTO_MIN_CORES = 8
 AUTO_MAX = 4
 JOIN_S = 10.0  # how long a closing worker may take to exit before it is terminated
+TIMEOUT_S = 600.0  # rltf.reward_worker_timeout_s's default: seconds a worker may take over one step's plans
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
 class RewardWorkersError(UserError, ValueError):
     """An ``rltf.reward_workers`` count this run cannot use (one line, exit status 2 from the CLI)."""
+
+
+class RewardWorkerFailed(UserError, RuntimeError):
+    """A reward worker that raised, died or hung: the step stops (one line naming the worker, its
+    tasks and plans; exit status 2 from the CLI); nothing of the step is written."""
 
 
 def usable_cores() -> int:
@@ -109,10 +121,12 @@ class RewardWorkers:
     """``workers`` forked processes executing ``env``'s plans, each for its own tasks (see the module
     docstring). :meth:`submit` a step's (task, plan) pairs, then call what it returns for their results."""
 
-    def __init__(self, env, workers: int):
+    def __init__(self, env, workers: int, timeout_s: float = TIMEOUT_S):
         if workers < 1:
             raise ValueError(f"{workers} reward workers: expected at least 1")
-        self.env, self.workers = env, workers
+        if not timeout_s > 0:
+            raise ValueError(f"reward worker timeout {timeout_s!r} s: expected a number of seconds > 0")
+        self.env, self.workers, self.timeout_s = env, workers, float(timeout_s)
         self.owner = {tid: i % workers for i, tid in enumerate(env.task_ids)}  # a task's worker, for the run
         self.stats: list = [None] * workers  # each worker's cache stats after its last batch
         self.cpu_s = [0.0] * workers  # each worker's CPU seconds so far (its process_time)
@@ -141,6 +155,7 @@ class RewardWorkers:
             items[self.owner.get(task.id, task.id % self.workers)].append((j, task.id, plan))
         sent = []
         self._sent += 1
+        deadline = time.monotonic() + self.timeout_s
         for w, mine in enumerate(items):
             if not mine:
                 continue
@@ -149,15 +164,16 @@ class RewardWorkers:
             except (BrokenPipeError, ConnectionResetError, EOFError):
                 raise self._died(w, step, mine) from None
             sent.append((w, mine))
-        return lambda batch=self._sent: self._collect(sent, len(pairs), step, batch)
+        return lambda batch=self._sent: self._collect(sent, len(pairs), step, batch, deadline)
 
-    def _collect(self, sent: list, n: int, step: int, batch: int) -> list:
+    def _collect(self, sent: list, n: int, step: int, batch: int, deadline: float) -> list:
         results: list = [None] * n
         for w, mine in sent:
             conn, proc = self.conns[w], self.procs[w]
             kind, number = None, -1
             while number < batch:  # (replies to batches sent but never collected: a step that raised)
-                wait([conn, proc.sentinel])
+                if not wait([conn, proc.sentinel], timeout=max(0.0, deadline - time.monotonic())):
+                    raise self._hung(w, step, mine)
                 try:
                     kind, number, payload, stats, cpu = conn.recv() if conn.poll() else (None, batch, None, None, None)
                 except (EOFError, ConnectionResetError):
@@ -166,20 +182,39 @@ class RewardWorkers:
                 raise self._died(w, step, mine)
             if kind == "error":
                 self.close()
-                raise RuntimeError(f"step {step}: reward worker {w} (pid {proc.pid}) failed: {payload}")
+                raise RewardWorkerFailed(f"step {step}: reward worker {w} (pid {proc.pid}, tasks "
+                                         f"{_task_list(mine)}) failed: {payload}; no reward of the step is used")
             self.stats[w], self.cpu_s[w] = stats, cpu
             for (j, _, _), r in zip(mine, payload, strict=True):
                 results[j] = r
         return results
 
-    def _died(self, w: int, step: int, mine: list) -> RuntimeError:
+    def _died(self, w: int, step: int, mine: list) -> RewardWorkerFailed:
         proc = self.procs[w]
         proc.join(1.0)
+        code = proc.exitcode
+        how = (f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 and
+               -code in signal.valid_signals() else f"died (exit code {code})")
+        self.close()
+        return RewardWorkerFailed(f"step {step}: reward worker {w} (pid {proc.pid}, tasks {_task_list(mine)}) {how} "
+                                  f"executing {self._plans(mine)}; no reward of the step is used (resume=true "
+                                  "continues from the last checkpoint)")
+
+    def _hung(self, w: int, step: int, mine: list) -> RewardWorkerFailed:
+        proc = self.procs[w]
+        proc.kill()  # (SIGKILL ends a stopped process too)
+        proc.join(5.0)
+        self.close()
+        return RewardWorkerFailed(
+            f"step {step}: reward worker {w} (pid {proc.pid}, tasks {_task_list(mine)}) sent nothing back within "
+            f"rltf.reward_worker_timeout_s={self.timeout_s:g} s executing {self._plans(mine)}: hung or stopped, "
+            "so it was killed; no reward of the step is used (raise the timeout for slow experts; resume=true "
+            "continues from the last checkpoint)")
+
+    def _plans(self, mine: list) -> str:
         plans = "; ".join(f"task {tid}: {_plan_text(self.env, plan)}" for _, tid, plan in mine[:3])
         more = f" and {len(mine) - 3} more" if len(mine) > 3 else ""
-        self.close()
-        return RuntimeError(f"step {step}: reward worker {w} (pid {proc.pid}) died (exit code {proc.exitcode}) "
-                            f"executing {len(mine)} plan(s) ({plans}{more}); no reward of the step is used")
+        return f"{len(mine)} plan(s) ({plans}{more})"
 
     def cache_stats(self):
         """The execution caches' stats summed over the workers (None without a cache)."""
@@ -295,6 +330,12 @@ def _plan_text(env, plan) -> str:
         return env.format_plan(plan)
     except Exception:  # noqa: BLE001
         return repr(plan)
+
+
+def _task_list(mine: list) -> str:
+    """The task ids of a worker's (index, task id, plan) items, sorted, at most 10 named."""
+    tids = sorted({tid for _, tid, _ in mine})
+    return ", ".join(map(str, tids[:10])) + (f" and {len(tids) - 10} more" if len(tids) > 10 else "")
 
 
 def _clip(text: str, chars: int = 300) -> str:

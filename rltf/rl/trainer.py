@@ -157,7 +157,7 @@ class RLTFTrainer:
             results = execute(self.env, pairs, rng, self.acc)
             return lambda: results
         if self._pool is None or not self._pool.alive:
-            self._pool = RewardWorkers(self.env, self.reward_workers)
+            self._pool = RewardWorkers(self.env, self.reward_workers, self.rl.reward_worker_timeout_s)
         return self._pool.submit(pairs, rng, self.state.step + 1)
 
     def close(self) -> None:

@@ -148,9 +148,11 @@ class DamagedCheckpointError(RunFolderError, DamagedFileError):
     """A checkpoint whose files do not read (truncated state, damaged planner folder)."""
 
 
-# what a run writes into its folder (a fresh run with overwrite=true removes them first)
+# what a training run writes into its folder (a fresh run with overwrite=true removes them first): the
+# plan job's, a flow job's, the GRPO recipe's, and the trackers' folders (logging.report_to)
 RUN_ARTEFACTS = ("rltf", "sft", "eval_initial.json", "sft_history.json", "rltf_history.json", "results.md",
-                 "results.json", "rewards.png")
+                 "results.json", "rewards.png", "flow_results.md", "flow_results.json", "role_rewards.png", "grpo",
+                 "grpo_history.json", "train_history.json", "tensorboard", "wandb")
 
 
 def run_artefacts(run_dir: Path) -> list[str]:

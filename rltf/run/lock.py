@@ -8,7 +8,10 @@ lock behind (the file stays, unlocked; it records the holder's pid for the messa
 
 Only the main process of a run takes it (:func:`rltf.stages.plan_job.start`), once: a process
 that holds a folder's lock may take it again (the same run's stages, a test running several
-stages in one process). It is released when the process ends or by :func:`release_run_folder`.
+stages in one process). It is released, and the file removed, when the process ends (normally or by
+an error; a killed process leaves the file, unlocked) or by :func:`release_run_folder`. The file is
+removed while still locked; a process that opened it before then and locks it after finds it gone
+from the folder and locks the new file instead, so two runs never hold the same folder.
 Where ``fcntl`` does not exist (Windows) runs are not locked.
 """
 
@@ -42,18 +45,22 @@ def lock_run_folder(run_dir: str | os.PathLike) -> None:
     key = run_dir.resolve()
     if key in _held or fcntl is None:
         return
-    with disk_errors(run_dir, "the run folder"):
-        run_dir.mkdir(parents=True, exist_ok=True)
-        handle = open(run_dir / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - kept open: it is the lock
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "unknown"
-        handle.close()
-        raise RunFolderInUseError(
-            f"run folder {run_dir} is in use by another run (process {holder}); wait for it to end, or pick "
-            "another run_name=... (a run that was killed releases the folder at once)") from None
+    while True:
+        with disk_errors(run_dir, "the run folder"):
+            run_dir.mkdir(parents=True, exist_ok=True)
+            handle = open(run_dir / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - kept open: it is the lock
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise RunFolderInUseError(
+                f"run folder {run_dir} is in use by another run (process {holder}); wait for it to end, or pick "
+                "another run_name=... (a run that was killed releases the folder at once)") from None
+        if _same_file(handle, run_dir / LOCK_FILE):
+            break
+        handle.close()  # (a run that ended removed the file between our open and our lock: lock the new one)
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")
@@ -70,7 +77,22 @@ def _release_all() -> None:
 
 
 def release_run_folder(run_dir: str | os.PathLike) -> None:
-    """Give up this process's lock on ``run_dir`` (nothing when it holds none)."""
-    handle = _held.pop(Path(run_dir).resolve(), None)
+    """Give up this process's lock on ``run_dir`` and remove its lock file (nothing when it holds none)."""
+    key = Path(run_dir).resolve()
+    handle = _held.pop(key, None)
     if handle is not None:
+        try:
+            if _same_file(handle, key / LOCK_FILE):  # removed while still locked (see the module docstring)
+                (key / LOCK_FILE).unlink()
+        except OSError:  # (a folder gone or made read-only meanwhile: the file stays, unlocked)
+            pass
         handle.close()  # closing the file releases the flock
+
+
+def _same_file(handle: IO[str], path: Path) -> bool:
+    """Whether ``path`` is the file ``handle`` has open (not removed or replaced since)."""
+    try:
+        mine, there = os.fstat(handle.fileno()), os.stat(path)
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)

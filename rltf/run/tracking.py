@@ -21,7 +21,7 @@ from typing import Any
 from tqdm.auto import tqdm
 from transformers.utils import logging as hf_logging
 
-from common.atomic import write_atomic
+from common.atomic import atomic_path, write_atomic
 from common.errors import UserError
 
 
@@ -106,7 +106,8 @@ def plot_rewards(history: list[dict[str, Any]], path: Path, title: str = "RLTF",
     ax.legend(loc="lower right")
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return path
 

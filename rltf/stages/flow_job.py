@@ -29,9 +29,12 @@ from __future__ import annotations
 import functools
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
+from common.atomic import atomic_path, write_atomic
+from constrained_decoding.prompts import PromptTruncationWarning
 from rltf.algorithms.choice import draws_distinct_plans, objective_label
 from rltf.config.loading import ConfigError, RunConfig
 from rltf.evaluation.data_source import data_source, with_data_line
@@ -210,7 +213,7 @@ def report(run: stages.Run, rows: dict[str, dict[str, float]], records: dict[str
         summary["rltf_selection"] = {**selected.as_dict(), "validation": run.validation or []}
     if acc.is_main_process:
         run.run_dir.mkdir(parents=True, exist_ok=True)
-        (run.run_dir / "flow_results.md").write_text(md)
+        write_atomic(run.run_dir / "flow_results.md", md)
         write_json(run.run_dir / "flow_results.json", summary)
         if history is not None:
             write_json(run.run_dir / "rltf_history.json", history)
@@ -249,15 +252,26 @@ def plot_role_rewards(history: list[dict], path: Path, title: str) -> Path:
     if keys:
         ax.legend(loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return Path(path)
 
 
 def run_flow_job(cfg: RunConfig) -> dict[str, Any]:
-    """The flow main job (see the module docstring)."""
+    """The flow main job (see the module docstring). A flow's prompts (the query, then the options)
+    are cut to ``planner.max_prompt_tokens`` by design, keeping their end: the run says so in one
+    line instead of a raw :class:`PromptTruncationWarning` (as ``rltf.flows.evaluate`` filters it)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=PromptTruncationWarning)
+        return _run_flow_job(cfg)
+
+
+def _run_flow_job(cfg: RunConfig) -> dict[str, Any]:
     method = check_flow_job(cfg)
     job = stages.start(cfg)
+    job.log(f"prompts longer than planner.max_prompt_tokens={cfg.planner.max_prompt_tokens} tokens keep their end "
+            "(the options), as the flows are built to")
     envs = stages.build_envs(job)
     check_flow_job(cfg, flow_domain_of(envs.train, cfg.env.name))  # the env offers the method, trainable
     # the solver's decisions: the warm start's data, and (embedded planner) its tokenizer learns the flow's prompts

@@ -33,20 +33,27 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 import envs as env_factory
-from common.atomic import atomic_dir
+from common.atomic import atomic_dir, write_atomic
 from envs.splitting import NON_TRAIN
 from rltf.config.loading import RunConfig, check_resume_config, config_to_yaml, save_config
 from rltf.config.sections import EVAL_SCHEMAS
 from rltf.evaluation import schemas as ev
 from rltf.evaluation.data_source import data_source, with_data_line
-from rltf.evaluation.diversity import Diversity, diversity_curve, diversity_results, validation_diversity
+from rltf.evaluation.diversity import (
+    Diversity,
+    diversity_curve,
+    diversity_results,
+    load_last_diversity,
+    save_last_diversity,
+    validation_diversity,
+)
 from rltf.evaluation.schemas import Env, Task
 from rltf.planners.embedded import no_language_pretraining
 from rltf.planners.loading import load_planner, merges_sft_adapter, rltf_start_planner
 from rltf.planners.planner import Planner
 from rltf.planners.source import PlannerSource
 from rltf.planners.tokenizer import tokenizer_texts_for
-from rltf.rl.sft import supervised_finetune
+from rltf.rl.sft import supervised_finetune, warm_start_tasks
 from rltf.rl.trainer import RLTFTrainer
 from rltf.rl.training_state import VALIDATION_SCORE, Selection, Trainer
 from rltf.run.checkpoint import prepare_run_folder
@@ -96,9 +103,10 @@ class Run:
             print(msg, flush=True)
 
 
-def start(cfg: RunConfig, *, write_config: bool = True) -> Run:
+def start(cfg: RunConfig, *, write_config: bool = True, first_line: str | None = None) -> Run:
     """Accelerator, sharding (replicated / FSDP2 / DeepSpeed ZeRO-2, as launched), seed; the run
-    folder with the resolved ``config.yaml`` (``write_config``)."""
+    folder with the resolved ``config.yaml`` (``write_config``). It prints ``run <name> -> <run folder>``,
+    or ``first_line`` (a recipe that writes elsewhere: ``train/evaluate.py``) with the processes and device."""
     started = time.perf_counter()
     acc = Accelerator()
     run = Run(cfg, acc, sharding_for(acc), started)
@@ -110,7 +118,8 @@ def start(cfg: RunConfig, *, write_config: bool = True) -> Run:
                 check_resume_config((run.run_dir / "config.yaml").read_text(), cfg, str(run.run_dir / "config.yaml"))
             run.run_dir.mkdir(parents=True, exist_ok=True)
             save_config(cfg, run.run_dir / "config.yaml")
-    run.log(f"run {cfg.run_name} -> {run.run_dir}  ({acc.num_processes} process(es), device {acc.device})")
+    run.log(f"{first_line or f'run {cfg.run_name} -> {run.run_dir}'}  ({acc.num_processes} process(es), "
+            f"device {acc.device})")
     return run
 
 
@@ -183,7 +192,9 @@ def fine_tune(run: Run, planner: Planner, envs: Envs, out_dir: Path) -> list[dic
     """Supervised fine-tuning on the train tasks' reference plans (``cfg.sft``); the planner is
     saved to ``out_dir`` and the per-epoch losses to ``<run_dir>/sft_history.json``."""
     cfg, acc, sharding = run.cfg, run.acc, run.sharding
-    history = supervised_finetune(planner, envs.train, envs.splits["train"], epochs=cfg.sft.epochs, lr=cfg.sft.lr,
+    warm_start = warm_start_tasks(envs.splits["train"], cfg.sft.max_plans, cfg.seed)
+    history = supervised_finetune(planner, envs.train, warm_start,
+                                  epochs=cfg.sft.epochs, lr=cfg.sft.lr,
                                   batch_size=cfg.sft.batch_size, seed=cfg.seed, accelerator=acc,
                                   progress=cfg.logging.progress_bar, sharding=sharding,
                                   on_nonfinite=cfg.sft.on_nonfinite)
@@ -239,6 +250,8 @@ def train_rltf(run: Run, planner: Planner, envs: Envs) -> list[dict]:
             return {VALIDATION_SCORE: r.overall}
         with run.sharding.gathered(p.model):  # π_c's diversity on the same tasks (own seeded draws)
             run.diversity = validation_diversity(p, envs.held_out, envs.splits["validation"], run.cfg)
+            if run.acc.is_main_process:  # (kept for a resume that validates no more)
+                save_last_diversity(run.cfg.run_dir / "rltf", run.diversity)
         return {VALIDATION_SCORE: r.overall, **run.diversity.row()}
 
     return run_trainer(run, lambda tracker: RLTFTrainer(run.cfg, planner, envs.train, run.acc, tracker,
@@ -390,14 +403,15 @@ def report(run: Run, results: dict[str, ev.SchemaResult], tasks: Sequence[Task],
                "scores": {r.schema: r.scores for r in ordered}, "seconds": time.perf_counter() - run.started}
     if selected is not None:
         summary["rltf_selection"] = {**selected.as_dict(), "validation": run.validation or []}
-        diversity, diversity_md = diversity_results(run.validation, run.diversity, cfg.eval.diversity_samples)
+        last = run.diversity or load_last_diversity(run.run_dir / "rltf", diversity_curve(run.validation))
+        diversity, diversity_md = diversity_results(run.validation, last, cfg.eval.diversity_samples)
         summary, md = summary | diversity, md + diversity_md
     summary["environment"] = environment()  # the machine and every installed version (figures move with both)
     summary |= extra or {}
     folder = run.run_dir if out_dir is None else Path(out_dir)
     if acc.is_main_process:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{stem}.md").write_text(md)
+        write_atomic(folder / f"{stem}.md", md)
         write_json(folder / f"{stem}.json", summary)
         if history is not None:
             write_json(run.run_dir / "rltf_history.json", history)

@@ -260,6 +260,9 @@ def test_run_suite_runs_each_arm_and_seed_once_and_reports_failures(tmp_path):
     assert {r["label"]: r for r in summary["rows"]}["once"]["values"] == {"0": 0.5}
     assert "| bad | not run |" in (root / "compare.md").read_text()
     assert "Failed runs: bad seed 0" in (root / "compare.md").read_text()
+    written = json.loads((root / "compare.json").read_text())  # paths relative to the comparison folder
+    assert written["runs"]["good"][1]["run_dir"] == "good/seed1" and written["failed"][0]["run_dir"] == "bad/seed0"
+    assert str(tmp_path) not in (root / "compare.json").read_text() + (root / "compare.md").read_text()
     calls = (tmp_path / "cmp" / "calls.txt").read_text().split()
     assert sorted(calls) == ["seed0", "seed0", "seed0", "seed1", "seed1"]
 

@@ -29,7 +29,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_for(predicate, timeout: float = 60.0, what: str = "") -> None:
+def _wait_for(predicate, timeout: float = 240.0, what: str = "") -> None:  # a bound on a hang, not a timing
     end = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > end:

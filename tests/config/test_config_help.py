@@ -139,7 +139,7 @@ def test_help_flags_print_the_listing_and_exit_0(flag, capsys):
         load_config([flag, "rltf.lr=0.5"])
     assert exit_info.value.code == 0
     printed = _lines_by_key(capsys.readouterr().out)
-    assert printed["rltf.lr"].startswith("rltf.lr = 0.0003   (a number > 0)")
+    assert printed["rltf.lr"].startswith("rltf.lr = 0.0003   (a number > 0 and <= 1)")
     assert printed["rltf.lr"].endswith("[configs/default.yaml + overrides: 0.5]")
 
 

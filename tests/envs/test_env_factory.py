@@ -116,8 +116,10 @@ def test_score_draws_sample_subsets_from_the_rng_it_is_given():
 
 
 def test_describe_loads_nothing_and_lists_the_tools():
-    lines = "\n".join(envs.describe({"tools": ["somewhere.not.importable:register"]}))
-    assert "38 tasks" in lines and "somewhere.not.importable:register" in lines
+    lines = "\n".join(envs.describe({"tools": [f"{__name__}:register_echo"]}))
+    assert "38 tasks" in lines and f"{__name__}:register_echo" in lines
+    with pytest.raises(EnvConfigError, match="cannot import module 'somewhere.not.importable'"):  # (#52: as env.name)
+        envs.describe({"tools": ["somewhere.not.importable:register"]})
     with pytest.raises(EnvConfigError, match="'env.suite' is 'full'"):
         envs.describe({"suite": "full"})
 

@@ -109,13 +109,14 @@ def test_a_backend_that_dies_mid_run_ends_it_with_exit_2_and_the_failed_queries_
 def test_a_hung_backend_is_reported_within_its_timeouts(tmp_path):
     server = _Server(answers=3, after="hang")
     try:
-        proc, seconds = _evaluate(tmp_path, server.url, "flow.limit=6", "flow.backend.timeout=1")
+        proc, _ = _evaluate(tmp_path, server.url, "flow.limit=6", "flow.backend.timeout=1")
     finally:
         server.close()
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert len(_error_lines(proc)) == 1 and "stopped answering" in _error_lines(proc)[0]
-    assert server.requests == 3 + 2 * 3  # two queries of 3 timed-out calls each, then it stopped
-    assert seconds < 90  # 2 x (3 x 1 s + 3 s of backoff) plus start-up, not 6 queries x 5 calls x timeout
+    # two queries of 3 timed-out calls each, then it stopped (not 6 queries x 5 calls x timeout); counted,
+    # not timed: the wall clock of a shared machine proves nothing
+    assert server.requests == 3 + 2 * 3
 
 
 def test_a_backend_failing_on_more_than_the_share_of_calls_ends_the_run(tmp_path):

@@ -6,53 +6,29 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from rltf.run.cli import run_cli
+from tests.chat_server import ChatServer, chat_completion
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-class _Endpoint:
+class _Endpoint(ChatServer):
     """An OpenAI-compatible endpoint on 127.0.0.1 that answers 500 to the first ``failures``
     requests (all of them: -1), then a chat completion whose text is ``answer``."""
 
     def __init__(self, failures: int = -1, answer: str = "?"):
-        self.failures, self.answer, self.requests = failures, answer, 0
-        endpoint = self
+        self.failures, self.answer = failures, answer
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+        def respond(_headers, n):
+            if self.failures < 0 or n <= self.failures:
+                return 500, {"error": {"message": "the model crashed", "type": "server_error"}}
+            return 200, chat_completion(self.answer)
 
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                endpoint.requests += 1
-                if endpoint.failures < 0 or endpoint.requests <= endpoint.failures:
-                    code, body = 500, {"error": {"message": "the model crashed", "type": "server_error"}}
-                else:
-                    code, body = 200, {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
-                                       "choices": [{"index": 0, "finish_reason": "stop",
-                                                    "message": {"role": "assistant", "content": endpoint.answer}}],
-                                       "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(respond)
 
 
 @pytest.fixture

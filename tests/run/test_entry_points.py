@@ -21,7 +21,7 @@ def test_an_entry_point_prints_a_user_error_as_one_line_and_exits_2(tmp_path):
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"})
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == ["error: bad value for 'rltf.lr': -1.0; expected a number > 0"]
+    assert proc.stderr.strip().splitlines() == ["error: bad value for 'rltf.lr': -1.0; expected a number > 0 and <= 1"]
 
 
 @pytest.mark.parametrize("script", ["sft", "evaluate"])

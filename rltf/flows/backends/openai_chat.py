@@ -11,6 +11,10 @@ Greedy (``do_sample=False``) is sent as ``temperature=0``. Token usage comes fro
 endpoints cannot take a constrained_decoding grammar (``supports_grammar = False``); the engine
 validates :class:`~rltf.flows.backends.base.Choices` answers itself.
 
+The API key is held as a secret (:mod:`common.held_secrets`): an error or an answer in which the
+server echoes it (the request's ``Authorization`` header) has it replaced by ``[redacted $NAME]``
+before the engine, the traces or the ``error:`` line see it.
+
 Bounded: an answer longer than ``max_answer_chars`` is cut to it, and an error whose message is
 longer is raised again as a ``RuntimeError`` holding its first ``max_answer_chars`` characters, so a
 server sending megabytes cannot fill the memory or the flow traces (which hold answers and errors).
@@ -23,6 +27,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from common.held_secrets import hold, redact
 from rltf.flows.backends.base import BackendError, Completion, GrammarArg, Message, Sampling, check_messages, per_item
 
 __all__ = ["OpenAIBackend"]
@@ -79,6 +84,7 @@ class OpenAIBackend:
             if not key:
                 raise BackendError(f"the openai backend reads its API key from ${self.api_key_env}, which is not set "
                                    "(any non-empty value will do for a local server that checks none)")
+            hold(key, self.api_key_env)  # redacted from whatever the server sends back (common/held_secrets.py)
             timeout = httpx.Timeout(self.timeout, connect=min(self.connect_timeout, self.timeout))
             self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0)
         return self._client
@@ -111,10 +117,12 @@ class OpenAIBackend:
             resp = client.chat.completions.create(**kwargs)
         except Exception as e:
             message = str(e)
-            if len(message) <= self.max_answer_chars:
+            shown = redact(message)  # a server echoing the Authorization header: never the key
+            if len(shown) <= self.max_answer_chars and shown == message:
                 raise
-            cut = f"{type(e).__name__}: {message[: self.max_answer_chars]} [... {len(message)} characters, cut]"
-            raise RuntimeError(cut) from None
+            if len(shown) > self.max_answer_chars:
+                shown = f"{shown[: self.max_answer_chars]} [... {len(shown)} characters, cut]"
+            raise RuntimeError(f"{type(e).__name__}: {shown}") from None
         if not resp.choices:
             raise RuntimeError(f"{self.base_url or 'the endpoint'} returned no choices for model {self.model!r}")
         choice = resp.choices[0]
@@ -123,7 +131,7 @@ class OpenAIBackend:
         content = getattr(getattr(choice, "logprobs", None), "content", None)
         if content:
             logprob = float(sum(t.logprob for t in content))
-        text = choice.message.content or ""
+        text = redact(choice.message.content or "")  # (an answer echoing the key: never the key)
         if len(text) > self.max_answer_chars:  # a runaway server: the answer is cut, the flow goes on
             text = text[: self.max_answer_chars]
         return Completion(text=text,
