@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.errors import user_code_failure
+from common.import_paths import import_target, is_import_path
 
 
 @dataclass(frozen=True)
@@ -176,12 +177,6 @@ def _import_spec(name: str, path: str) -> EnvSpec:
     return target
 
 
-def is_import_path(name: str) -> bool:
-    """Whether ``name`` has the form ``package.module:callable`` (what :func:`load` takes)."""
-    module, sep, attr = name.partition(":")
-    return bool(sep and module and attr) and all(p.isidentifier() for p in module.split(".") + attr.split("."))
-
-
 def load(path: str) -> EnvSpec:
     """Import ``path`` (``package.module:callable``), register the :class:`EnvSpec` it names (the
     attribute itself, or what calling it with no arguments returns) and return it. Loading the same
@@ -194,16 +189,7 @@ def load(path: str) -> EnvSpec:
             return _loaded(name)
     if not is_import_path(path):
         raise ValueError("expected an import path 'package.module:callable'")
-    module_name, _, attr = path.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except BaseException as e:  # whatever the user's module raises on import, sys.exit and Ctrl-C included
-        raise ValueError(f"cannot import module {module_name!r} ({user_code_failure(e)}); "
-                         f"is its folder on PYTHONPATH or installed?") from e
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise ValueError(f"module {module_name!r} has no attribute {attr!r}")
-        target = getattr(target, part)
+    target = import_target(path)
     if not isinstance(target, EnvSpec):
         if not callable(target):
             raise ValueError(f"{path} is a {type(target).__name__}; expected an EnvSpec or a callable returning one")

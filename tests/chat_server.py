@@ -1,6 +1,7 @@
 """A real OpenAI-compatible chat endpoint on 127.0.0.1 (``http.server`` in a thread) for the backend
 tests: each POST is answered by ``respond(headers, n)`` (``n`` counts the requests from 1) with a status
-and a JSON body; :func:`chat_completion` is a 200 answer's body."""
+and a JSON body, or not at all when it returns ``None`` (a server that hangs or dies); :func:`chat_completion`
+is a 200 answer's body."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def chat_completion(content: str) -> dict[str, Any]:
 class ChatServer:
     """Serves until :meth:`close`; ``url`` is its ``/v1`` base URL, ``requests`` the POSTs so far."""
 
-    def __init__(self, respond: Callable[[Any, int], tuple[int, dict]]):
+    def __init__(self, respond: Callable[[Any, int], tuple[int, dict] | None]):
         self.requests = 0
         server = self
 
@@ -32,7 +33,11 @@ class ChatServer:
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 server.requests += 1
-                code, body = respond(self.headers, server.requests)
+                answer = respond(self.headers, server.requests)
+                if answer is None:
+                    self.close_connection = True
+                    return
+                code, body = answer
                 data = json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -41,9 +46,13 @@ class ChatServer:
                 self.wfile.write(data)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self._closed = False
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        if not self._closed:
+            self._closed = True
+            self.httpd.shutdown()
+            self.httpd.server_close()

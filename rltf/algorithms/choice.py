@@ -23,12 +23,11 @@ check of the combination (one line naming the key).
 from __future__ import annotations
 
 import dataclasses
-import importlib
-from typing import Any
 
 import torch
 
 from common.errors import UserError, user_code_failure
+from common.import_paths import import_target, is_import_path
 from rltf.algorithms.baselines import BASELINES
 from rltf.algorithms.objectives import OBJECTIVES, Objective, ObjectiveSpec, Units, objective_name
 
@@ -40,12 +39,6 @@ _LOADED: dict[str, ObjectiveSpec] = {}  # import path -> the spec loaded from it
 class ObjectiveError(UserError, ValueError):
     """A user's objective that cannot be imported, or that raised or returned something else than a
     loss; the message names its import path."""
-
-
-def is_import_path(name: str) -> bool:
-    """Whether ``name`` has the form ``package.module:callable``."""
-    module, sep, attr = name.partition(":")
-    return bool(sep and module and attr) and all(p.isidentifier() for p in module.split(".") + attr.split("."))
 
 
 def objective_label(rule) -> str:
@@ -81,17 +74,10 @@ def load_objective(path: str) -> ObjectiveSpec:
     if not is_import_path(path):
         raise ObjectiveError(f"bad value for 'rltf.objective': {path!r}; expected one of "
                              f"{', '.join((AUTO, *OBJECTIVES.names()))}, or an import path 'package.module:callable'")
-    module_name, _, attr = path.partition(":")
     try:
-        target: Any = importlib.import_module(module_name)
-    except BaseException as e:  # whatever the user's module raises on import, sys.exit and Ctrl-C included
-        raise ObjectiveError(f"bad value for 'rltf.objective': {path!r}; cannot import module {module_name!r} "
-                             f"({user_code_failure(e)}); is its folder on PYTHONPATH or installed?") from e
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise ObjectiveError(f"bad value for 'rltf.objective': {path!r}; module {module_name!r} has no attribute "
-                                 f"{attr!r}")
-        target = getattr(target, part)
+        target = import_target(path)
+    except ValueError as e:
+        raise ObjectiveError(f"bad value for 'rltf.objective': {path!r}; {e}") from e.__cause__
     if isinstance(target, ObjectiveSpec):
         spec = target
     elif callable(target):

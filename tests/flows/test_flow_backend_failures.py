@@ -12,63 +12,38 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.chat_server import ChatServer, chat_completion
 from tests.two_processes import ROOT, child_env
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-class _Server:
+class _Server(ChatServer):
     """An OpenAI-compatible endpoint that answers ``answers`` requests (``"?"``, or ``size``
     characters), then ``after``: ``die`` (the server shuts down: connections refused) or ``hang``
     (requests are read and never answered)."""
 
     def __init__(self, answers: int, after: str = "die", size: int = 1):
-        self.answers, self.after, self.size, self.requests = answers, after, size, 0
+        self.answers, self.after, self.size = answers, after, size
         self.released = threading.Event()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+        def respond(_headers, n):
+            if n > self.answers:
+                if self.after == "hang":
+                    self.released.wait(120)
+                else:
+                    threading.Thread(target=self.close, daemon=True).start()
+                return None
+            return 200, chat_completion("?" if self.size == 1 else "x" * self.size)
 
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                server.requests += 1
-                if server.requests > server.answers:
-                    if server.after == "hang":
-                        server.released.wait(120)
-                        return
-                    threading.Thread(target=server.close, daemon=True).start()
-                    self.close_connection = True
-                    return
-                text = "?" if server.size == 1 else "x" * server.size
-                body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": text}}],
-                        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
-                data = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self._closed = False
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        super().__init__(respond)
 
     def close(self):
         self.released.set()
-        if not self._closed:
-            self._closed = True
-            self.httpd.shutdown()
-            self.httpd.server_close()
+        super().close()
 
 
 def _evaluate(tmp_path, url: str, *extra: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:
