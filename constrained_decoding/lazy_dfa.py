@@ -14,16 +14,29 @@ is expanded: ``alphabet`` (every token id a state may allow) and ``width`` (the 
 The stacked tables (:mod:`constrained_decoding.lazy_tables`) then grow a row per state as rows reach it.
 The grammar's promise is the protocol's: every state reaches the end of the row (no dead ends), every
 row language is prefix-free.
+
+**Memory stays bounded.** A grammar lives as long as its env (a whole training run), and every row a decode
+visits would otherwise add its states' edges for good. At most ``max_expanded`` states keep their edges
+(:data:`MAX_EXPANDED` by default): past it the least recently read state's edges are dropped and expanded
+again if a row comes back (``successors`` is a function of the key, and a key keeps its number, so a
+re-expansion gives the same edges: decoding stays exact). What is kept for every state found is its key and
+number, the smallest part, so that numbers held by a decode in flight (a batch's stacked tables) stay valid.
+``expansions`` counts every expansion, re-expansions included; ``cached`` the states holding edges now.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from constrained_decoding.dfa import GrammarBuildError, TokenDFA
 
 Successors = Callable[[Hashable], dict[int, Hashable]]
+
+MAX_EXPANDED = 200_000
+"""States whose edges a lazy grammar keeps by default (least recently read dropped first): ~100 MB at
+most for pddl's legal grammar, far above what one decode of a batch reaches."""
 
 
 class _Edges(Sequence):
@@ -48,7 +61,11 @@ class LazyTokenDFA:
     lazy = True
 
     def __init__(self, successors: Successors, root_key: Hashable, final_key: Hashable, pad_id: int,
-                 alphabet: Iterable[int], width: int):
+                 alphabet: Iterable[int], width: int, max_expanded: int = MAX_EXPANDED):
+        if int(max_expanded) < 1:
+            raise ValueError(f"max_expanded must be >= 1 (states whose edges are kept), got {max_expanded}")
+        self.max_expanded = int(max_expanded)
+        self._recent: OrderedDict[int, None] = OrderedDict()  # the expanded states (not the sink), least recent first
         self.successors, self.pad_id, self.final = successors, int(pad_id), 0
         self.alphabet = tuple(sorted({int(t) for t in alphabet} | {self.pad_id}))
         self.width = max(1, int(width))
@@ -78,16 +95,28 @@ class LazyTokenDFA:
         return self._keys[s]
 
     def is_expanded(self, s: int) -> bool:
+        """Whether state ``s`` holds its edges now (an evicted state is expanded again when read)."""
         return self._edges[s] is not None
 
+    @property
+    def cached(self) -> int:
+        """States holding their edges now (the sink apart): at most ``max_expanded``."""
+        return len(self._recent)
+
     def edges(self, s: int) -> dict[int, int]:
-        """State ``s``'s edges ``{token id: next state}``, expanded on first use (then cached)."""
+        """State ``s``'s edges ``{token id: next state}``, expanded on first use (then cached, the
+        ``max_expanded`` most recently read states)."""
         edges = self._edges[s]
         if edges is None:
             with self._lock:
                 edges = self._edges[s]
                 if edges is None:
                     edges = self._expand(s)
+        elif s:
+            try:
+                self._recent.move_to_end(s)
+            except KeyError:  # evicted by another thread between the two reads: its edges are still right
+                pass
         return edges
 
     def _expand(self, s: int) -> dict[int, int]:
@@ -106,6 +135,11 @@ class LazyTokenDFA:
             edges[int(tok)] = self.state_of(key)
         self._edges[s] = edges
         self.expansions += 1
+        if s:
+            self._recent[s] = None
+            while len(self._recent) > self.max_expanded:  # the least recently read state's edges go
+                old, _ = self._recent.popitem(last=False)
+                self._edges[old] = None
         return edges
 
     walk = TokenDFA.walk  # (they read ``final``, ``transitions`` and ``slot_of`` alone: the lazy views serve)

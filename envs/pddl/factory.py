@@ -47,10 +47,11 @@ def _env(config: PddlEnvConfig, problems: ProblemSet, ids, split: str) -> PddlEn
 
 
 def make_envs(config: PddlEnvConfig) -> tuple[PddlEnv, PddlEnv]:
-    """``(train env, held-out env)``: the held-out env holds the train, validation and test tasks."""
+    """``(train env, held-out env)``: the held-out env holds every task of the set (train, validation, test
+    and test-long; ``eval.splits=[non_train]`` evaluates all but train, so one run scores both test splits)."""
     problems = problem_set(config)
     parts = split_ids(config, problems)
-    every = [i for ids in parts.values() for i in ids]
+    every = list(dict.fromkeys([*(i for ids in parts.values() for i in ids), *(i.id for i in problems.instances)]))
     return _env(config, problems, parts["train"], "train"), _env(config, problems, every, "all")
 
 

@@ -18,8 +18,10 @@ plan with the same tokens. Its automaton cannot be enumerated (one state per rea
 and position: Blocksworld with 10 blocks has ~58 million simulator states), so it is a
 :class:`~constrained_decoding.lazy_dfa.LazyTokenDFA`: a state ``(simulator state, node of the actions'
 prefix trie, plan length)`` is expanded when a decoder row first reaches it (the applicable actions'
-bitmask computed once per simulator state) and cached in the grammar. A boundary state with no
-applicable action (or at the cap) offers the end alone, so no row dead-ends.
+bitmask computed once per simulator state) and cached in the grammar, up to ``max_expanded`` states (and
+as many simulator states' bitmasks; the least recently read are dropped and recomputed if reached again:
+:data:`constrained_decoding.lazy_dfa.MAX_EXPANDED` by default), so a long run's memory stays bounded. A
+boundary state with no applicable action (or at the cap) offers the end alone, so no row dead-ends.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from constrained_decoding.dfa import TokenDFA, build_dfa
-from constrained_decoding.lazy_dfa import LazyTokenDFA
+from constrained_decoding.lazy_dfa import MAX_EXPANDED, LazyTokenDFA
 from constrained_decoding.protocol import Row
 from constrained_decoding.rows import GrammarError, encode_texts, special_ids
 from envs.pddl.grounding import GroundTask
@@ -274,8 +276,10 @@ class _Trie:
             self.action[node] = i
 
 
-def build_legal_grammar(tokenizer, task: GroundTask, max_length: int) -> LegalGrammar:
-    """The ``legal`` grammar of ``task`` (its actions and initial state), at most ``max_length`` actions (uncached).
+def build_legal_grammar(tokenizer, task: GroundTask, max_length: int,
+                        max_expanded: int = MAX_EXPANDED) -> LegalGrammar:
+    """The ``legal`` grammar of ``task`` (its actions and initial state), at most ``max_length`` actions (uncached);
+    ``max_expanded``: the most automaton states (and simulator states' applicable-action bitmasks) it keeps.
 
     A state of the automaton is ``(simulator state, trie node, plan length)``: at an action's start (node 0)
     the first tokens of the actions applicable in the simulator state (if the plan is shorter than the
@@ -294,6 +298,8 @@ def build_legal_grammar(tokenizer, task: GroundTask, max_length: int) -> LegalGr
         trie = tries[length > 0]
         can = applicable.get(state)
         if can is None:
+            if len(applicable) >= max_expanded:  # bounded like the automaton's states: the oldest goes
+                del applicable[next(iter(applicable))]
             can = applicable[state] = sum(1 << i for i in task.applicable(state))
         out: dict[int, object] = {}
         if node or length < max_length:
@@ -311,7 +317,7 @@ def build_legal_grammar(tokenizer, task: GroundTask, max_length: int) -> LegalGr
 
     alphabet = {eos, *(t for p in (*first, *later) for t in p)}
     width = max(len(c) + (n == 0) for trie in tries for n, c in enumerate(trie.children))
-    dfa = LazyTokenDFA(successors, (task.init, 0, 0), None, pad, alphabet, width)
+    dfa = LazyTokenDFA(successors, (task.init, 0, 0), None, pad, alphabet, width, max_expanded)
     return LegalGrammar(task, max_length, dfa, eos, pad, first, later,
                         {p: i for i, p in enumerate(first)}, {p: i for i, p in enumerate(later)})
 

@@ -26,8 +26,8 @@ from rltf.comparison.paired import (
     paired_difference,
 )
 from rltf.comparison.results import SeedRun
-from rltf.comparison.suites import Row, Suite
-from rltf.evaluation.schemas import BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, bootstrap_interval
+from rltf.comparison.suites import HEADLINE, Row, Suite
+from rltf.evaluation.intervals import BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, bootstrap_interval
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -57,14 +57,42 @@ def _curve(runs: Sequence[SeedRun], key: str) -> dict | None:
                                                       for r, p in per_seed}}
 
 
-def row_task_values(results: dict, row: Row) -> dict:
+def row_column(results: dict, row: Row) -> str:
+    """The results column ``row`` reads: its ``column``, the env's headline for ``headline``
+    (:mod:`rltf.comparison.env_values` put its name in ``results["headline"]``)."""
+    return (results.get("headline") or row.column) if row.column == HEADLINE else row.column
+
+
+def row_task_values(results: dict, row: Row, split: str | None = None) -> dict:
     """Per-task values of ``row``'s column: a reader's ``task_values[schema][column]`` when it gives
-    them (e.g. travel's final pass per query), else the per-task ``scores`` for the ``overall`` /
-    ``reward`` column (their mean); none otherwise (no interval)."""
-    given = results.get("task_values", {}).get(row.schema, {}).get(row.column)
-    if given is not None:
+    them (e.g. travel's final pass per query; the env's own columns, :mod:`rltf.comparison.env_values`),
+    else the per-task ``scores`` for the ``overall`` / ``reward`` column (their mean); none otherwise
+    (no interval). ``split``: only the tasks of that split (``results["split_tasks"]``)."""
+    column = row_column(results, row)
+    given = results.get("task_values", {}).get(row.schema, {}).get(column)
+    if given is None:
+        given = results.get("scores", {}).get(row.schema, {}) if column in ("overall", "reward") else {}
+    if split is None:
         return given
-    return results.get("scores", {}).get(row.schema, {}) if row.column in ("overall", "reward") else {}
+    keep = results.get("split_tasks", {}).get(split, [])
+    return {t: given[t] for t in keep if t in given}
+
+
+def _seed_value(results: dict, row: Row, split: str | None) -> float | None:
+    """A run's value of ``row``: the results table's cell, or (per split, or for the env's headline)
+    the mean of the env's per-task values over the split's evaluated tasks (None: none evaluated)."""
+    if split is None and row.column != HEADLINE:
+        return float(results["rows"][row.schema][row.column])
+    values = row_task_values(results, row, split)
+    return float(np.mean(list(values.values()))) if values else None
+
+
+def _metric_value(results: dict, schema: str, metric: str, split: str | None) -> float | None:
+    if split is None:
+        row = results["rows"][schema]
+        return float(row[metric]) if metric in row and row[metric] is not None else None
+    values = row_task_values(results, Row("", "", schema, metric), split)
+    return float(np.mean(list(values.values()))) if values else None
 
 
 def _task_key(task: str) -> tuple:
@@ -124,24 +152,19 @@ def paired_summary(suite: Suite, entries: Sequence[dict]) -> dict:
     return out
 
 
-def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int] | None = None) -> dict:
-    """The comparison: one entry per row (values per seed, mean ± std, bootstrap interval over tasks
-    of the seed-averaged per-task scores, valid-plan rates, train reward vs plans sampled, wall
-    time) and the trained arms' curves."""
-    rows, curves = [], {}
-    for arm in suite.arms:
-        ar = runs.get(arm.name, [])
-        if any(r.trained and r.arm == arm.name for r in suite.rows):
-            curves[arm.name] = {"score": _curve(ar, arm.score_key), "reward": _curve(ar, arm.reward_key),
-                                "valid": _curve(ar, arm.valid_key)}
+def _row_entries(suite: Suite, runs: dict[str, list[SeedRun]], curves: dict, split: str | None) -> list[dict]:
+    """One entry per row of the suite (on ``split``'s tasks; None: the runs' held-out tasks pooled)."""
+    rows = []
     for row in suite.rows:
         arm = suite.arm(row.arm)
         ar = [r for r in runs.get(row.arm, []) if row.schema in r.results["rows"]]
-        values = {r.seed: float(r.results["rows"][row.schema][row.column]) for r in ar}
+        values = {r.seed: v for r in ar if (v := _seed_value(r.results, row, split)) is not None}
+        ar = [r for r in ar if r.seed in values]
         mean, std = mean_std(list(values.values()))
         # per task and seed (what the paired differences pair); per task: the mean over the seeds that
         # scored it, the interval over tasks
-        task_scores = {str(r.seed): {str(t): float(v) for t, v in row_task_values(r.results, row).items()} for r in ar}
+        task_scores = {str(r.seed): {str(t): float(v) for t, v in row_task_values(r.results, row, split).items()}
+                       for r in ar}
         by_task: dict[str, list[float]] = {}
         for per_task in task_scores.values():
             for task, score in per_task.items():
@@ -152,16 +175,20 @@ def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int]
             if ar else None
         if valid_held_out is not None and math.isnan(valid_held_out):
             valid_held_out = None
+        column = row_column(ar[0].results, row) if ar else row.column
         entry: dict[str, Any] = {
-            "label": row.label, "arm": row.arm, "schema": row.schema, "column": row.column, "trained": row.trained,
+            "label": row.label, "arm": row.arm, "schema": row.schema, "column": column, "trained": row.trained,
             "n_seeds": len(values), "values": {str(k): v for k, v in sorted(values.items())}, "mean": mean,
             "std": std, "n_tasks": len(pooled), "interval": interval,
             "seed_intervals": {str(r.seed): r.results.get("intervals", {}).get(row.schema) for r in ar},
             "valid_held_out": valid_held_out, "task_scores": task_scores,
             "metrics": {m: dict(zip(("mean", "std"), mean_std(vals))) | {"n_seeds": len(vals)}
                         for m in suite.metrics
-                        if (vals := [float(r.results["rows"][row.schema][m]) for r in ar
-                                     if m in r.results["rows"][row.schema]])}}
+                        if (vals := [v for r in ar if (v := _metric_value(r.results, row.schema, m, split))
+                                     is not None])}}
+        if split is not None:
+            entry["split"] = split
+            entry["seed_intervals"] = {}  # the runs' own intervals are over their pooled tasks
         if row.trained:
             c = curves.get(row.arm, {})
             first, last, n = _window_means(c.get("reward"))
@@ -176,9 +203,37 @@ def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int]
             if entry["valid_train"] is not None and math.isnan(entry["valid_train"]):
                 entry["valid_train"] = None
         rows.append(entry)
+    return rows
+
+
+def aggregate(suite: Suite, runs: dict[str, list[SeedRun]], seeds: Sequence[int] | None = None) -> dict:
+    """The comparison: one entry per row (values per seed, mean ± std, bootstrap interval over tasks
+    of the seed-averaged per-task scores, valid-plan rates, train reward vs plans sampled, wall
+    time) and the trained arms' curves. A suite with ``splits``: one entry per row and split (in
+    split order, each with its ``split``), the paired differences per split (``paired_by_split``;
+    ``paired``: the first split's)."""
+    curves = {}
+    for arm in suite.arms:
+        ar = runs.get(arm.name, [])
+        if any(r.trained and r.arm == arm.name for r in suite.rows):
+            curves[arm.name] = {"score": _curve(ar, arm.score_key), "reward": _curve(ar, arm.reward_key),
+                                "valid": _curve(ar, arm.valid_key)}
+    extra: dict[str, Any] = {}
+    if suite.splits:
+        per_split = {s: _row_entries(suite, runs, curves, s) for s in suite.splits}
+        rows = [e for s in suite.splits for e in per_split[s]]
+        paired_by_split = {s: paired_summary(suite, per_split[s]) for s in suite.splits}
+        paired = paired_by_split[suite.splits[0]]
+        extra = {"splits": list(suite.splits), "paired_by_split": paired_by_split}
+    else:
+        rows = _row_entries(suite, runs, curves, None)
+        paired = paired_summary(suite, rows)
+    headlines = {r.results["headline"] for rs in runs.values() for r in rs if r.results.get("headline")}
+    if headlines:
+        extra["headline"] = " / ".join(sorted(headlines))
     seeds = list(range(suite.seeds)) if seeds is None else list(seeds)
     return {"suite": suite.name, "description": suite.description, "seeds": seeds, "metrics": list(suite.metrics),
-            "held_out": suite.held_out, "paired": paired_summary(suite, rows),
+            "held_out": suite.held_out, **extra, "paired": paired,
             "interval": {"level": BOOTSTRAP_LEVEL, "resamples": BOOTSTRAP_RESAMPLES,
                          "over": "tasks, per-task scores averaged over seeds"},
             "runs": {a: [{"seed": r.seed, "run_dir": str(r.run_dir), "wall_s": r.wall_s, "cpu_s": r.cpu_s,

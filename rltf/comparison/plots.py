@@ -108,7 +108,8 @@ def final_points(summary: dict) -> list[dict]:
         if not r.get("trained") or r.get("mean") is None or not r.get("plans_sampled"):
             continue
         cpu = r.get("cpu_s") or {}
-        out.append({"arm": r["arm"], "label": r["label"], "mean": r["mean"], "std": r.get("std") or 0.0,
+        label = f"{r['label']} ({r['split']})" if r.get("split") else r["label"]
+        out.append({"arm": r["arm"], "label": label, "mean": r["mean"], "std": r.get("std") or 0.0,
                     "n": r.get("n_seeds"), "plans": r["plans_sampled"], "cpu_s": cpu.get("mean"),
                     "cpu_std": cpu.get("std") or 0.0})
     return out

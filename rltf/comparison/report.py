@@ -22,23 +22,18 @@ from rltf.comparison.plots import cpu_clock, plot_comparison
 from rltf.comparison.results import read_runs
 from rltf.comparison.runs import RunRecord, print_flushed
 from rltf.comparison.suites import Suite
-from rltf.evaluation.schemas import BOOTSTRAP_RESAMPLES, format_interval
+from rltf.evaluation.intervals import BOOTSTRAP_RESAMPLES, format_interval
 
 
 def _f(v: float | None, fmt: str = ".4f") -> str:
     return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
 
-def comparison_markdown(summary: dict, records: Sequence[RunRecord] = ()) -> str:
-    """``compare.md``: the table (one line per row) and what each column is."""
-    n = len(summary["seeds"])
-    lines = [f"### Comparison `{summary['suite']}`", ""]
-    if summary.get("description"):
-        lines += [summary["description"].strip(), ""]
-    lines += ["| | held-out score (mean ± std over seeds) | 95% bootstrap interval (tasks) | per seed | "
-              "valid plans: held-out / training samples | train reward: first → last 10% of steps | "
-              "plans sampled | wall time (s) | CPU time (s) |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in summary["rows"]:
+def _score_table(rows: Sequence[dict]) -> list[str]:
+    lines = ["| | held-out score (mean ± std over seeds) | 95% bootstrap interval (tasks) | per seed | "
+             "valid plans: held-out / training samples | train reward: first → last 10% of steps | "
+             "plans sampled | wall time (s) | CPU time (s) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
         if not r["n_seeds"]:
             lines.append(f"| {r['label']} | not run | | | | | | | |")
             continue
@@ -55,21 +50,57 @@ def comparison_markdown(summary: dict, records: Sequence[RunRecord] = ()) -> str
             reward = plans = wall = cpu = "—"
         cells = [r["label"], score, interval, seeds, valid, reward, plans, wall, cpu]
         lines.append("| " + " | ".join(cells) + " |")
-    n_tasks = max((r["n_tasks"] for r in summary["rows"]), default=0)
-    held_out = (f"Held-out set: `{summary['held_out']}` ({n_tasks} tasks), the same for every arm. "
-                if summary.get("held_out") else "")
-    lines += ["", f"{held_out}Held-out score: each seed's overall score on its {n_tasks} held-out tasks, mean ± std "
-                  f"(ddof=1) over seeds (of {n}); interval: 95% percentile bootstrap over tasks "
-                  f"({BOOTSTRAP_RESAMPLES} resamples) of the per-task scores averaged over seeds. Wall and CPU "
-                  "(user + system) time: the whole run (warm start, training, evaluations), per seed."]
-    lines += paired_markdown(summary.get("paired"))
-    if summary.get("metrics"):
-        lines += ["", "Every metric (mean ± std over seeds; — where an arm's results have no such column):", "",
-                  "| | " + " | ".join(summary["metrics"]) + " |", "|---|" + "---|" * len(summary["metrics"])]
-        for r in summary["rows"]:
-            cells = [(f"{m['mean']:.4f} ± {m['std']:.4f}" if m["n_seeds"] > 1 else f"{m['mean']:.4f}")
-                     if (m := r.get("metrics", {}).get(name)) else "—" for name in summary["metrics"]]
-            lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _metrics_table(summary: dict, rows: Sequence[dict]) -> list[str]:
+    if not summary.get("metrics"):
+        return []
+    lines = ["", "Every metric (mean ± std over seeds; — where an arm's results have no such column):", "",
+             "| | " + " | ".join(summary["metrics"]) + " |", "|---|" + "---|" * len(summary["metrics"])]
+    for r in rows:
+        cells = [(f"{m['mean']:.4f} ± {m['std']:.4f}" if m["n_seeds"] > 1 else f"{m['mean']:.4f}")
+                 if (m := r.get("metrics", {}).get(name)) else "—" for name in summary["metrics"]]
+        lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _score_note(summary: dict, n_tasks: int, where: str) -> str:
+    n = len(summary["seeds"])
+    headline = (f"Held-out score: the env's headline metric (`{summary['headline']}`, as the env scores each "
+                "task's plan, whatever the training reward's shaping); "
+                if summary.get("headline") else "Held-out score: ")
+    return (f"{headline}each seed's overall score on its {n_tasks} {where}tasks, mean ± std "
+            f"(ddof=1) over seeds (of {n}); interval: 95% percentile bootstrap over tasks "
+            f"({BOOTSTRAP_RESAMPLES} resamples) of the per-task scores averaged over seeds. Wall and CPU "
+            "(user + system) time: the whole run (warm start, training, evaluations), per seed.")
+
+
+def comparison_markdown(summary: dict, records: Sequence[RunRecord] = ()) -> str:
+    """``compare.md``: the table (one line per row; a suite with ``splits``: one table per split, each
+    with its paired differences and metrics) and what each column is."""
+    lines = [f"### Comparison `{summary['suite']}`", ""]
+    if summary.get("description"):
+        lines += [summary["description"].strip(), ""]
+    if summary.get("splits"):
+        held = f"the runs evaluated `{summary['held_out']}`; " if summary.get("held_out") else ""
+        lines += [f"Held-out splits, reported apart ({held}each split's tasks as the env names them): "
+                  + ", ".join(f"`{s}`" for s in summary["splits"]) + "."]
+        for split in summary["splits"]:
+            rows = [r for r in summary["rows"] if r.get("split") == split]
+            n_tasks = max((r["n_tasks"] for r in rows), default=0)
+            lines += ["", f"#### Split `{split}`", "", *_score_table(rows), "",
+                      _score_note(summary, n_tasks, f"`{split}` ")]
+            lines += paired_markdown((summary.get("paired_by_split") or {}).get(split))
+            lines += _metrics_table(summary, rows)
+    else:
+        lines += _score_table(summary["rows"])
+        n_tasks = max((r["n_tasks"] for r in summary["rows"]), default=0)
+        held_out = (f"Held-out set: `{summary['held_out']}` ({n_tasks} tasks), the same for every arm. "
+                    if summary.get("held_out") else "")
+        lines += ["", held_out + _score_note(summary, n_tasks, "held-out ")]
+        lines += paired_markdown(summary.get("paired"))
+        lines += _metrics_table(summary, summary["rows"])
     failed = [r for r in records if r.status == "failed"]
     if failed:
         lines += ["", "Failed runs: " + "; ".join(f"{r.arm} seed {r.seed} ({r.error})" for r in failed)]

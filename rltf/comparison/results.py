@@ -17,7 +17,7 @@ import numpy as np
 import yaml
 
 from rltf.comparison.runs import run_record_path
-from rltf.comparison.suites import Arm, Suite, resolve
+from rltf.comparison.suites import HEADLINE, Arm, Suite, resolve
 
 
 def read_table_results(run_dir: Path, arm: Arm) -> dict:
@@ -73,6 +73,12 @@ class SeedRun:
     cpu_s: float | None = None
 
 
+def needs_env_values(suite: Suite, arm: str) -> bool:
+    """Whether ``arm``'s runs are re-scored by their env (:mod:`rltf.comparison.env_values`): the suite
+    reports per split, or a row of the arm reads the env's headline."""
+    return any(r.arm == arm and (suite.splits is not None or r.column == HEADLINE) for r in suite.rows)
+
+
 def read_runs(suite: Suite, root: Path, seeds: Sequence[int] | None = None) -> dict[str, list[SeedRun]]:
     """Every finished (arm, seed) run under ``root`` (a run counts when its results file exists)."""
     seeds = list(range(suite.seeds)) if seeds is None else list(seeds)
@@ -86,6 +92,17 @@ def read_runs(suite: Suite, root: Path, seeds: Sequence[int] | None = None) -> d
                 continue
             results = reader(run_dir, arm)
             rec = run_record_path(root / arm.name, s)
+            if needs_env_values(suite, arm.name):  # the env's own per-task metrics (and splits), not the reward
+                from rltf.comparison.env_values import env_task_values  # deferred: builds envs
+
+                args = (json.loads(rec.read_text()).get("args") or [])[1:] if rec.is_file() else None
+                plans = results.get("plans") or json.loads((run_dir / arm.results).read_text()).get("plans") or {}
+                scored = env_task_values(run_dir, {**results, "plans": plans}, suite.splits,
+                                         (lambda a=args: resolve(arm.loader)(a)) if args else None)
+                own = results.get("task_values", {})
+                merged = {schema: {**scored["task_values"].get(schema, {}), **own.get(schema, {})}
+                          for schema in {*scored["task_values"], *own}}
+                results = {**results, **scored, "task_values": merged}
             recorded = json.loads(rec.read_text()) if rec.is_file() else {}
             wall = recorded.get("wall_s")
             if wall is None:  # not run by the comparison: the run's own time (from its start stage)

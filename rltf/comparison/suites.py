@@ -26,6 +26,13 @@ A **suite** (``configs/compare/<name>.yaml``, or any YAML file) is data, not cod
   (``eval.splits=[<held_out>]`` after ``common``; no arm may set ``eval.splits`` itself):
   ``non_train`` (every task of the env's suite not in its train split) or splits
   (``validation,test``); unset: whatever the arms' own overrides say;
+* ``splits``: optional, the env's splits the table reports every row on separately (``[test, test-long]``:
+  pddl's two test splits): each run's per-task plans are re-scored by the env of each split
+  (``envs.make(<the run's env section>, split)``, :mod:`rltf.comparison.env_values`), so the arms must have
+  evaluated those tasks (``held_out: non_train``); a table, a paired comparison and a metrics table per split;
+* a row's ``column: headline`` reads the env's declared headline metric (``env.headline``: pddl's plain
+  ``goal rate``, travel's ``final pass``, OpenAGI's ``overall``) per task, from the env's ``table_columns``
+  over the run's plans, not the (possibly shaped) reward;
 * ``paired_reference``: the arm every other arm is compared with, per ``(task, seed)``
   (:mod:`rltf.comparison.paired`); unset: the constrained GRPO arm (``grpo.sampling=constrained``
   in its overrides) where there is one, else the first arm.
@@ -49,11 +56,12 @@ import yaml
 
 from common.errors import user_code_failure
 from rltf.config.loading import CONFIG_DIR, REPO_ROOT, ConfigError
-from rltf.rl.training_state import VALIDATION_SCORE
+from rltf.rl.score_keys import VALIDATION_SCORE
 
 SUITE_DIR = CONFIG_DIR / "compare"
 CONSTRAINED_GRPO = "grpo.sampling=constrained"  # the override that makes an arm the default paired reference
 HELD_OUT_KEY = "eval.splits"  # the run-config key a suite's held_out sets for every arm
+HEADLINE = "headline"  # a row's column that reads the env's declared headline metric (rltf.comparison.env_values)
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,9 @@ class Suite:
     on OpenAGI's full suite 165 tasks, on the lite suite the 18 validation + test tasks) or splits
     (a list, or comma-separated); it becomes the override ``eval.splits=[<held_out>]`` after
     ``common``. None: the arms' own ``eval.splits``."""
+    splits: tuple[str, ...] | None = None
+    """The env's splits every row is reported on, separately (``[test, test-long]``); None: the runs'
+    held-out tasks pooled, as their results tables give them."""
     paired_reference: str | None = None
     """The arm the paired per-task differences are taken against (its trained row, else its first
     row). None: the constrained GRPO arm (``grpo.sampling=constrained``), else the first arm."""
@@ -157,6 +168,12 @@ def suite_from_dict(data: dict, where: str = "suite") -> Suite:
     if suite.paired_reference is not None and suite.paired_reference not in names:
         raise ConfigError(f"{where}: paired_reference={suite.paired_reference!r} is not an arm of the suite "
                           f"({', '.join(names)})")
+    if suite.splits is not None:
+        splits = (suite.splits,) if isinstance(suite.splits, str) else suite.splits
+        if not splits or not all(isinstance(x, str) and x.strip() for x in splits) or len(set(splits)) != len(splits):
+            raise ConfigError(f"{where}: splits={suite.splits!r}: expected a list of distinct split names "
+                              "([test, test-long])")
+        suite = dataclasses.replace(suite, splits=tuple(x.strip() for x in splits))
     return _with_held_out(suite, where)
 
 

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-import torch
-
 from common.config_fields import num
 from envs.config import DEFAULT_ENV, as_section
 from rltf.algorithms.baselines import BASELINES
@@ -124,6 +122,8 @@ class PlannerSettings:
     def __post_init__(self):
         """``dtype: auto`` -> the dtype for this machine (see ``dtype``)."""
         if self.dtype == "auto":
+            import torch  # here, not at the top: reading a config (the comparison tool, dry runs) needs no torch
+
             self.dtype = "bfloat16" if torch.cuda.is_available() else "float32"
 
 

@@ -69,6 +69,13 @@ from constrained_decoding.decode import beam_search_plans
 from constrained_decoding.prompts import Conversation, encode_formatted, format_prompt, uses_chat_template
 from envs.protocol import RLTFEnv as Env
 from envs.protocol import Task
+from rltf.evaluation.intervals import (  # re-exported: the held-out tables' intervals
+    BOOTSTRAP_LEVEL,
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    bootstrap_interval,
+    format_interval,
+)
 from rltf.run.distributed import gather_objects, launch_share
 from rltf.run.tracking import kept_alive, progress_bar
 
@@ -309,37 +316,6 @@ def _schema_result(name: str, env: Env, tasks: Sequence[Task], plans) -> SchemaR
     if any(res.failed.values()):
         res.failure_notes = list(env.expert_failures(results)[1])
     return res
-
-
-BOOTSTRAP_RESAMPLES = 1000
-BOOTSTRAP_LEVEL = 0.95
-BOOTSTRAP_SEED = 0
-
-
-def bootstrap_interval(scores: Sequence[float] | np.ndarray, *, resamples: int = BOOTSTRAP_RESAMPLES,
-                       level: float = BOOTSTRAP_LEVEL, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``scores`` (one per task): the ``(1 - level) / 2``
-    and ``(1 + level) / 2`` quantiles of the means of ``resamples`` resamples of the tasks drawn with
-    replacement, from a generator seeded by ``seed`` (same scores, same interval). The spread over
-    *tasks* (which tasks happened to be held out), not over training seeds. No scores: ``(nan, nan)``."""
-    x = np.asarray(scores, dtype=np.float64).ravel()
-    if not 0 < level < 1:
-        raise ValueError(f"level={level}: expected a number in (0, 1)")
-    if resamples < 1:
-        raise ValueError(f"resamples={resamples}: expected at least 1")
-    if x.size == 0:
-        return float("nan"), float("nan")
-    idx = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))
-    means = x[idx].mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
-
-
-def format_interval(value: float, interval: Sequence[float] | None) -> str:
-    """``0.7367 [0.61, 0.85]`` (the value alone without an interval)."""
-    if interval is None or any(v is None or not np.isfinite(v) for v in interval):
-        return f"{value:.4f}"
-    return f"{value:.4f} [{interval[0]:.2f}, {interval[1]:.2f}]"
 
 
 def headline(env: Env | None) -> str:

@@ -39,6 +39,7 @@ from rltf.config.loading import RunConfig, check_resume_config, config_to_yaml
 from rltf.planners.planner import Planner
 from rltf.rl.kl_reference import ReferencePolicy
 from rltf.rl.optim import make_optimizer
+from rltf.rl.score_keys import VALIDATION_PREFIX, VALIDATION_SCORE, VALIDATION_TIEBREAK  # re-exported
 from rltf.rl.update import Updater
 from rltf.run.checkpoint import (
     ENGINE_DIR,
@@ -49,10 +50,6 @@ from rltf.run.checkpoint import (
 )
 from rltf.run.distributed import Sharding
 from rltf.run.tracking import progress_bar
-
-VALIDATION_PREFIX = "eval/validation/"  # the keys of the periodic validation's values in a step's row
-VALIDATION_SCORE = "eval/validation/score"  # the key of the periodic validation score in a step's row
-VALIDATION_TIEBREAK = "eval/validation/reward"  # optional: breaks ties of the score (a flow's mean reward)
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ def test_the_pddl_verdict_suites_hold_every_arm_at_equal_plans():
     cells = ["syntax-k64", "syntax-kall", "legal-k0", "legal-k64", "legal-kall"]
     assert [a.name for a in suite.arms] == [f"{c}-{m}" for c in cells for m in ("rltf", "rltf-uset", "grpo-constrained")
                                             ] + ["text-k64-grpo-free", "text-kall-grpo-free", "bounds"]
-    assert suite.seeds == 5 and suite.common[-1] == "eval.splits=[test]"
+    assert suite.seeds == 5 and suite.common[-1] == "eval.splits=[non_train]" and suite.splits == ("test", "test-long")
     # Mystery: the same arms, rows and seeds on the renamed domain (and room for its longer action names)
     assert mystery.arms == suite.arms and [r.arm for r in mystery.rows] == [r.arm for r in suite.rows]
     assert set(mystery.common) ^ set(suite.common) == {"env.pddl.obfuscation_seed=1", "planner.max_plan_tokens=96",
@@ -169,8 +169,9 @@ def test_the_pddl_verdict_suites_hold_every_arm_at_equal_plans():
     assert {(a.split("-")[1], c.env.pddl.grammar, c.sft.enabled, c.sft.max_plans if c.sft.enabled else None)
             for a, c in trained.items()} == {("k0", "legal", False, None), *(
                 (k, g, True, n) for k, n in (("k64", 64), ("kall", 0)) for g in ("syntax", "legal"))}
-    # the rows read the reward: the goal rate itself only while no arm shapes it
+    # the rows read the env's headline (the plain goal rate, whatever the shaping: test_pddl_verdict_table.py)
     assert {(c.env.pddl.shaping.goal_fraction, c.env.pddl.shaping.step_cost) for c in trained.values()} == {(0, 0)}
-    assert {r.column for r in suite.rows} == {"reward"}
+    assert {r.column for r in suite.rows} == {"headline"}
+    assert {c.env.pddl.test_long_size for c in loaded.values()} == {100}
     assert loaded["syntax-k64-rltf-uset"].rltf.objective == "unordered_set"
     assert loaded["text-k64-grpo-free"].grpo.sampling == "free"

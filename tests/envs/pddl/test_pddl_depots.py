@@ -98,7 +98,7 @@ def test_depots_end_to_end_through_the_env_settings():
     task = train_env.tasks()[0]
     assert task.description.startswith("Objects: depot0, distributor0, distributor1, truck0, truck1, pallet0")
     assert train_env.reward_plans([(task.id, task.reference_plan)])[0].reward == 1.0
-    assert len(held_out.tasks()) == 5
+    assert len(held_out.tasks()) == 6  # every problem: train, validation, test, test-long
 
 
 def test_the_depots_settings_are_the_sets_key_and_are_checked():
