@@ -63,7 +63,7 @@ from envs.travel.index import SandboxIndex
 from envs.travel.plans import MAX_PLAN_CHARS, format_plan
 from envs.travel.queries import default_queries
 from envs.travel.query import QueryView, TravelQuery
-from envs.travel.query_view import view_candidates, view_index
+from envs.travel.query_view import option_texts, rare_letters, view_candidates, view_index
 from envs.travel.reference_info import SOLE_PLANNING, reference_database, union_database
 from envs.travel.reward import plan_reward
 from envs.travel.sandbox import load_database
@@ -269,11 +269,16 @@ class TravelPlannerEnv(RLTFEnvBase):
     # ------------------------------------------------------------- the trainer's env interface
     def get_task(self, query: int | str | TravelQuery | TravelTask) -> TravelTask:
         """The query as a planning task (its text, and the solver's plan as the reference); in the
-        benchmark track the task's query is the :meth:`view` (no structured field)."""
+        benchmark track the task's query is the :meth:`view` (no structured field; its prompt the
+        official sole-planning prompt) and only a train query (``plan_ids``) holds a plan: no plan of
+        a validation or test query is made or read (:meth:`oracle` solves one when asked, a bound)."""
         q = self.get_query(query)
         if q.id not in self._tasks:
-            shown = self.view(q) if self.track == BENCHMARK else q
-            self._tasks[q.id] = TravelTask(shown, self.reference_plan(q))
+            if self.track == BENCHMARK:
+                plan = self.reference_plan(q) if q.id in self.plan_ids else None
+                self._tasks[q.id] = TravelTask(self.view(q), plan)
+            else:
+                self._tasks[q.id] = TravelTask(q, self.reference_plan(q))
         return self._tasks[q.id]
 
     def view(self, query: int | str | TravelQuery | TravelTask | QueryView) -> QueryView:
@@ -299,11 +304,17 @@ class TravelPlannerEnv(RLTFEnvBase):
         """Texts an embedded planner's tokenizer is trained on: the texts of ``query_ids`` (the
         train queries: no held-out query reaches the tokenizer) and the action space -- every
         entity and transport string of the sandbox a plan may name, the routes' city names and
-        the slot prefixes."""
+        the slot prefixes. In the benchmark track: those queries' own options (their reference
+        information's rows), no other query's notes and no plan, plus the letters other than printable
+        ASCII of every loaded name, one a text (a held-out name's rare letter is then a token)."""
         from envs.travel.grammar import SLOT_FIELDS, slot_text  # deferred: the grammar imports torch
 
         ids = self.query_ids if query_ids is None else query_ids
         texts = [self.get_query(i).query for i in ids]
+        if self.track == BENCHMARK:  # the queries' own options only: no other query's notes, no plan
+            texts += [t for i in ids for t in option_texts(self.candidates(i))]
+            texts += [slot_text(1, "from A to B", f, "-") for f in SLOT_FIELDS]
+            return list(dict.fromkeys(texts)) + rare_letters(self.index)
         ix = self.index
         for city in sorted(ix.city_state):
             texts.append(city)
@@ -324,9 +335,12 @@ class TravelPlannerEnv(RLTFEnvBase):
     def oracle(self, task: int | TravelTask) -> tuple[str, float]:
         """The solver's plan and its reward (the upper bound a planner is measured against)."""
         t = self.get_task(task)
-        if t.reference_plan is None:
+        plan = t.reference_plan
+        if plan is None and self.track == BENCHMARK and t.id not in self.plan_ids:
+            plan = self.reference_plan(t.id)  # asked for the bound: the solver over the query's own notes
+        if plan is None:
             return "", 0.0
-        return t.reference_plan, self.reward_plans([(t, t.reference_plan)])[0].reward
+        return plan, self.reward_plans([(t, plan)])[0].reward
 
     def plan_instructions(self) -> str:
         """The plan's format (:mod:`envs.travel.plans`): a JSON list of day records and their fields."""

@@ -104,22 +104,31 @@ def _queries_and_notes(config: TravelEnvConfig):
         return index, queries, {}
     _check_queries_split(config)
     index = None if str(config.database_dir) == SOLE_PLANNING else _index(config, [], [])  # a bad folder fails first
+    queries, rows = _hub_queries(config)
+    return index or _index(config, queries, rows), queries, _notes_of(queries, rows)
+
+
+def _hub_queries(config: TravelEnvConfig):
+    """``(queries, rows)`` of the hub splits the config reads (no database, no index)."""
     if config.queries_split == HUB_MODE:
         queries, rows = [], []
         for name in HUB_SPLITS:
             q, r, _ = hub_split(config.queries_source, name, config.seed, HUB_ID_OFFSET[name])
             queries += q
             rows += r
-    else:
-        queries, rows, _ = hub_split(config.queries_source, config.queries_split, config.seed)
-    return index or _index(config, queries, rows), queries, _notes_of(queries, rows)
+        return queries, rows
+    queries, rows, _ = hub_split(config.queries_source, config.queries_split, config.seed)
+    return queries, rows
 
 
 def split_ids(config: TravelEnvConfig | Mapping[str, Any] | None = None, queries=None) -> dict[str, list[int]]:
     """Query ids per split name, in the order train, validation, test (the names:
     :func:`run_split_names`), filtered by ``days`` and ``levels``."""
     config = as_config(config)
-    if queries is None:
+    if queries is None and _real(config):
+        _check_queries_split(config)
+        queries, _ = _hub_queries(config)  # the queries alone: no index is built to name their ids
+    elif queries is None:
         _, queries = _all_queries(config)
     names = run_split_names(config)
     if config.database_dir is None:

@@ -1,6 +1,8 @@
 """Export of the sandbox in the real benchmark's files: the database (``sandbox.export_database``),
 the queries in the hub dataset's columns (``queries/{split}.csv``; ``train.csv`` also carries
-``annotated_plan``, as on the hub) and plans in the official submission format
+``annotated_plan``, as on the hub; every row a ``generated`` column saying what of it is made up:
+the query, its reference information, its flights -- ``none`` for a benchmark query over the real
+tables and the official flights) and plans in the official submission format
 (``plans/solver_{split}.jsonl``: one ``{"idx", "query", "plan"}`` per line, aligned with the CSV).
 """
 
@@ -16,7 +18,7 @@ from envs.travel.index import SandboxIndex
 from envs.travel.plans import Plan
 from envs.travel.queries import default_queries, generate_queries
 from envs.travel.query import TravelQuery
-from envs.travel.sandbox import SandboxDB, export_database
+from envs.travel.sandbox import SandboxDB, export_database, generated_mark
 from envs.travel.solver import TravelSolver
 from envs.travel.split import SPLITS, load_split, make_split
 from envs.travel.submission import read_submission, write_submission  # noqa: F401  (the submission file)
@@ -50,7 +52,9 @@ def reference_information(index: SandboxIndex, q: TravelQuery, tools=None) -> st
 
 
 def queries_frame(queries: Sequence[TravelQuery], index: SandboxIndex | None = None,
-                  plans: dict[int, Plan] | None = None) -> pd.DataFrame:
+                  plans: dict[int, Plan] | None = None, generated: str | None = None) -> pd.DataFrame:
+    """The hub's columns; ``generated``: the rows' ``generated`` column (what of them is made up,
+    :func:`envs.travel.sandbox.generated_mark`), absent when None."""
     tools = TravelTools(index) if index is not None else None
     rows = []
     for q in queries:
@@ -58,6 +62,8 @@ def queries_frame(queries: Sequence[TravelQuery], index: SandboxIndex | None = N
         row["reference_information"] = reference_information(index, q, tools) if index is not None else "[]"
         if plans is not None:
             row["annotated_plan"] = repr(plans.get(q.id))
+        if generated is not None:
+            row["generated"] = generated
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -80,7 +86,8 @@ def export_all(db: SandboxDB, out_dir: str | Path, seed: int = 0, with_plans: bo
         qs = [by_id[i] for i in parts[split]]
         plans = ({q.id: r.plan for q in qs if (r := solver.solve(q)) is not None}
                  if (with_plans or split == "train") else {})
-        frame = queries_frame(qs, index if reference_info else None, plans if split == "train" else None)
+        frame = queries_frame(qs, index if reference_info else None, plans if split == "train" else None,
+                              generated=generated_mark(db, True, seed))
         path = out / "queries" / f"{split}.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(path, index=False)
@@ -91,16 +98,18 @@ def export_all(db: SandboxDB, out_dir: str | Path, seed: int = 0, with_plans: bo
 
 
 def export_queries(index: SandboxIndex, queries: Sequence[TravelQuery], out_dir: str | Path, name: str,
-                   with_plans: bool = True) -> list[Path]:
+                   with_plans: bool = True, generated: bool = False) -> list[Path]:
     """``queries/{name}.csv`` (hub columns, ``reference_information`` from ``index``: a file the
-    sole-planning setting reads alone) and, with plans, ``plans/solver_{name}.jsonl``; a split name's
-    ``:`` is written ``_`` in file names."""
+    sole-planning setting reads alone; the ``generated`` column says what of a row is made up --
+    ``generated``: the queries themselves) and, with plans, ``plans/solver_{name}.jsonl``; a split
+    name's ``:`` is written ``_`` in file names."""
     out, stem = Path(out_dir), name.replace(":", "_")
     solver = TravelSolver(index)
     plans = {q.id: r.plan for q in queries if (r := solver.solve(q)) is not None} if with_plans else {}
     path = out / "queries" / f"{stem}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    queries_frame(queries, index, plans if with_plans else None).to_csv(path, index=False)
+    queries_frame(queries, index, plans if with_plans else None,
+                  generated=generated_mark(index.db, generated)).to_csv(path, index=False)
     written = [path]
     if with_plans:
         written.append(write_submission(out / "plans" / f"solver_{stem}.jsonl", queries,

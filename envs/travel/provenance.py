@@ -51,6 +51,8 @@ def _flights(index: SandboxIndex) -> str:
     meta = index.db.meta
     if meta.get("flights") == "file":
         return f"official file {DATABASE_FILES['flights']}"
+    if meta.get("flights_file"):  # an export's generated flights, read back
+        return f"generated (seed {meta.get('flights_seed')}, read from {meta['flights_file']})"
     return f"generated (seed {meta.get('flights_seed')})"
 
 

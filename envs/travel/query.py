@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from envs.travel.schema import HUB_REQUIRED, LOCAL_CONSTRAINT_KEYS
@@ -98,3 +100,33 @@ class QueryView:
     def info(self) -> dict[str, Any]:
         """The gym reset's ``info``: the id, text, level and days only."""
         return {"query_id": self.id, "query": self.query, "level": self.level, "days": self.days}
+
+    @cached_property
+    def prompt(self) -> str:
+        """What a benchmark-track planner reads: :func:`sole_planning_prompt` of its text and own notes."""
+        return sole_planning_prompt(self.query, self.notes)
+
+
+_PADDING = re.compile(r" {2,}")
+
+
+def given_information(notes: Any) -> str:
+    """A query's ``reference_information`` as the official sole-planning prompt's ``{text}`` shows it
+    (``tools/planner/sole_planning.py`` passes the hub column itself: the text of a list of
+    ``{'Description', 'Content'}`` records, each Content a table): the column's text (a parsed list:
+    its ``str``), with every run of spaces -- the tables' column padding -- shortened to one space,
+    so that a prompt cut to a token budget keeps about twice the rows. ``""`` without notes."""
+    if notes is None:
+        return ""
+    return _PADDING.sub(" ", notes if isinstance(notes, str) else str(notes))
+
+
+def sole_planning_prompt(query: str, notes: Any) -> str:
+    """The official sole-planning prompt's last lines (``agents/prompts.py``, ``PLANNER_INSTRUCTION``:
+    ``Given information: {text}\nQuery: {query}\nTravel Plan:``) without the instruction, the example
+    and the answer cue, which are the planner's (its plan format and chat turn or plan separator):
+    ``Given information: <notes>\nQuery: <query>``. The query comes last, so a prompt cut from the
+    left to the planner's token budget (``planner.max_prompt_tokens``) keeps it whole. No notes: the
+    query alone."""
+    info = given_information(notes)
+    return f"Given information: {info}\nQuery: {query}" if info else query

@@ -28,7 +28,7 @@ from envs.travel.query import QueryView, TravelQuery
 from envs.travel.reference_info import reference_database, reference_notes
 from envs.travel.tracks import TrackError
 
-__all__ = ["CITIES_BY_DAYS", "view_candidates", "view_index", "view_route"]
+__all__ = ["CITIES_BY_DAYS", "option_texts", "rare_letters", "view_candidates", "view_index", "view_route"]
 
 CITIES_BY_DAYS = {3: 1, 5: 2, 7: 3}
 """The benchmark's number of destination cities by trip length (its query generation's rule)."""
@@ -77,3 +77,18 @@ def view_index(view: QueryView) -> SandboxIndex:
 def view_candidates(view: QueryView, index: SandboxIndex | None = None) -> QueryCandidates:
     """Every option a plan for the query may name, from its own notes (``index``: :func:`view_index`, if built)."""
     return query_candidates(index or view_index(view), view_route(view))
+
+
+def option_texts(c: QueryCandidates) -> list[str]:
+    """Every city, entity and transport string of one query's candidates (what its plans may name)."""
+    texts = [*c.route_cities, c.org]
+    texts += [e for table in (c.restaurants, c.attractions, c.accommodations) for opts in table.values() for e in opts]
+    return texts + [t for per_day in c.transport.values() for opts in per_day.values() for t in opts]
+
+
+def rare_letters(index: SandboxIndex) -> list[str]:
+    """Every character of the index's entity and city names that is not printable ASCII (a name's
+    line break included), one a text, sorted: an embedded tokenizer's alphabet beyond ASCII, no word."""
+    names = [r.name for t in (index.restaurants, index.attractions, index.hotels) for c in index.city_state
+             for r in t.in_city(c)]
+    return sorted({ch for n in (*names, *index.city_state) for ch in n if not (ch.isascii() and ch.isprintable())})

@@ -50,6 +50,7 @@ def _key(database_dir: str | Path) -> tuple[str, tuple]:
     """The folder and its files' (size, mtime): a changed file is loaded again."""
     root = _database_root(Path(database_dir)).resolve()
     files = [root / DATABASE_FILES[t] for t in (*TABLES, "cities")]
+    files += sorted((root / "flights").glob("generated_Flights_seed*.csv")) if (root / "flights").is_dir() else []
     return str(root), tuple((p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None for p in files)
 
 
@@ -66,17 +67,18 @@ def real_index(database_dir: str | Path, flights: str = "auto", seed: int = 0) -
 
 
 def fingerprint(index: SandboxIndex) -> str:
-    """A digest of what the queries depend on: the folder's table files (bytes; an official flights
-    file: its size and first MiB), the generated flights' model and seed, the generator version."""
+    """A digest of what the queries depend on: the folder's table files (bytes; a flights file -- the
+    official one, or generated flights an export wrote -- its size and first MiB), the generated
+    flights' model and seed, the generator version."""
     db = index.db
     root = Path(db.meta["root"])
     h = hashlib.sha256(GENERATOR.encode())
     for name in (*[t for t in TABLES if t != "flights"], "cities"):
         h.update(name.encode() + (root / DATABASE_FILES[name]).read_bytes())
-    if db.meta.get("flights") == "generated":
+    if db.meta.get("flights") == "generated" and "flights_model" in db.meta:
         h.update(json.dumps(db.meta["flights_model"], sort_keys=True).encode())
     else:
-        path = root / DATABASE_FILES["flights"]
+        path = root / db.meta.get("flights_file", DATABASE_FILES["flights"])
         with path.open("rb") as f:
             h.update(str(path.stat().st_size).encode() + f.read(1 << 20))
     return h.hexdigest()[:16]

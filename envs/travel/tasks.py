@@ -23,7 +23,9 @@ class TravelTask:
 
     @property
     def description(self) -> str:
-        return self.query.query
+        """The prompt: the query's text; in the benchmark track (a :class:`QueryView`) the official
+        sole-planning prompt of its text and own reference information (:attr:`QueryView.prompt`)."""
+        return self.query.prompt if isinstance(self.query, QueryView) else self.query.query
 
     @property
     def metric(self) -> str:

@@ -2,7 +2,9 @@
 
 * ``benchmark`` -- TravelPlanner's sole-planning track as the benchmark defines it. A planner reads a
   query through :class:`envs.travel.query.QueryView` only (its text, level, days and its own
-  ``reference_information`` notes); its grammar and option lists are built from that query's own
+  ``reference_information`` notes; its prompt the official sole-planning prompt of the two,
+  :attr:`~envs.travel.query.QueryView.prompt`); only a train query holds a plan (the solver's, for
+  SFT); its grammar and option lists are built from that query's own
   notes (:mod:`envs.travel.query_view`), never from another query's notes or from any plan; the
   gym reset's ``info`` holds no structured field (budget, people, room rules...); no repair, filter,
   cost ranking, evaluator call or hint prompt touches the output (the scaffolded flows are refused).

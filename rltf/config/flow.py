@@ -7,7 +7,7 @@ which backend, with which settings (:mod:`rltf.flows.evaluate` reads it).
       enabled: true             # train/evaluate.py runs the flows (python -m rltf.flows.evaluate always does)
       methods: [mtp]            # any of mtp, okr, react, flat (one table row each)
       backend:
-        kind: planner           # planner (rltf's planner, constrained) | hf | openai
+        kind: planner           # planner (rltf's planner, constrained) | hf | openai | rule (no model)
         checkpoint: null        # planner: a saved (warm-started) planner dir; null: the planner: section
       splits: [test]
       limit: 10                 # N queries of the splits (null: all), evenly spaced (select: spread) or the first
@@ -29,7 +29,7 @@ from common.errors import UserError
 from rltf.algorithms.credit import CREDITS
 
 METHODS = ("mtp", "okr", "react", "flat")  # the travel env's (its flow domain checks the names a run gives)
-BACKEND_KINDS = ("planner", "hf", "openai")
+BACKEND_KINDS = ("planner", "hf", "openai", "rule")  # rltf.flows.backends.KINDS' names (a test checks they agree)
 EVAL_SPLITS = ("train", "validation", "test")
 
 
@@ -41,10 +41,11 @@ class FlowSettingsError(UserError, ValueError):
 class FlowBackendSettings:
     """The backend every node of the flows queries (:func:`rltf.flows.make_backend`)."""
 
-    kind: Literal["planner", "hf", "openai"] = "planner"
+    kind: Literal[BACKEND_KINDS] = "planner"
     """planner: rltf's planner (the one train/rltf.py trains), decoding choices under their grammar;
     hf: a transformers model in this process; openai: an OpenAI-compatible HTTP endpoint (e.g. a
-    vLLM server), which cannot take a grammar."""
+    vLLM server), which cannot take a grammar; rule: no model, the cheapest option shown of every choice (and
+    the empty answer to free text): a scaffold's no-model baseline (rltf/flows/backends/rule.py)."""
     checkpoint: Optional[str] = None
     """planner only: a saved (e.g. warm-started) planner directory to load; null: the planner is
     built or loaded from the planner: section."""
@@ -108,6 +109,8 @@ class FlowBackendSettings:
         if self.kind == "planner":
             return {"kind": "planner", "seed": self.seed, "chat_template": template, "batch_size": self.batch_size,
                     "sampling": sampling}
+        if self.kind == "rule":
+            return {"kind": "rule"}
         if self.kind == "hf":
             return {"kind": "hf", "model": self.model, "device": self.device, "dtype": self.dtype, "seed": self.seed,
                     "chat_template": template, "batch_size": self.batch_size, "sampling": sampling}

@@ -197,6 +197,9 @@ def describe_flows(cfg: RunConfig, flow: FlowSettings) -> str:
             where = f"planner.model={source.name}"
         lines.append(f"backend     planner: {where}, on {b.device}; choices and grammars constrained "
                      "(exact log-probs per decision)")
+    elif b.kind == "rule":
+        lines.append("backend     rule: no model; every choice answered with the cheapest option shown, free text with "
+                     "the empty answer (the scaffolds' no-model baseline)")
     elif b.kind == "hf":
         lines.append(f"backend     hf: {b.model} on {b.device} in {b.dtype}, chat template {b.chat_template}; "
                      "choices and grammars constrained")

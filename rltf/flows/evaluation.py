@@ -399,4 +399,6 @@ def _backend_name(flow: FlowSettings) -> str:
     b = flow.backend
     if b.kind == "planner":
         return f"planner {b.checkpoint or '(planner: section)'}"
+    if b.kind == "rule":
+        return "rule: no model, the cheapest option shown of every choice"
     return f"{b.kind} {b.model}"

@@ -3,9 +3,11 @@ itinerary in one constrained decode under the query's whole-plan grammar
 (:meth:`envs.travel.env.TravelPlannerEnv.grammar`: the route, then every day's slots), or, with an
 openai backend, free JSON text parsed by :func:`envs.travel.plans.parse_plan`.
 
-In the benchmark track (``env.travel.track: benchmark``) the planner reads the query's text only (the
-grammar holds the query's own reference options: :meth:`envs.travel.env.TravelPlannerEnv.grammar`)
-and its first answer is the plan: no retry with the parse error (a hint), nothing repairs it."""
+In the benchmark track (``env.travel.track: benchmark``) the planner reads the official sole-planning
+prompt of the query's text and its own reference information (``Given information: <notes>\nQuery:
+<text>``: :attr:`envs.travel.query.QueryView.prompt`; a grammar holds the query's own reference options:
+:meth:`envs.travel.env.TravelPlannerEnv.grammar`) and its first answer is the plan: no retry with the
+parse error (a hint), nothing repairs it."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def whole_plan(env, query) -> WholePlan:
     """What the flat pattern needs of ``query``."""
     if getattr(env, "track", None) == BENCHMARK:  # the query as the benchmark shows it, no structured field
         v = env.view(query)
-        return WholePlan(v, v.id, v.query, SYSTEM, PLAN_FORMAT, parse_plan, PlanParseError)
+        return WholePlan(v, v.id, v.prompt, SYSTEM, PLAN_FORMAT, parse_plan, PlanParseError)
     q = env.get_query(query)
     return WholePlan(q, q.id, q.query, SYSTEM, PLAN_FORMAT, parse_plan, PlanParseError)
 

@@ -1,5 +1,6 @@
 """The sandbox database: generated in code (seeded) in the real TravelPlanner schema, exported to
-and loaded from the public repository's ``database/`` layout.
+and loaded from the public repository's ``database/`` layout (:class:`SandboxDB`, the export and the
+loader: ``sandbox/files.py``, re-exported here).
 
 ``python -m envs.travel.sandbox --export DIR [--seed 0] [--no-plans]`` (``sandbox/__main__.py``,
 by :func:`envs.travel.interchange.export_all`) writes ``DIR/database/...`` (the six files of
@@ -11,6 +12,15 @@ do (``pd.read_csv(path).dropna()`` then the tool's columns), with a clear error 
 file or column. The benchmark's public tables have no flights table: ``load_database(dir,
 flights="auto")`` then generates one (:mod:`envs.travel.flights`, seeded; marked in ``source`` and
 ``meta["flights"]``) and uses the folder's ``flights/clean_Flights_2022.csv`` instead when present.
+
+Generated flights are never written under the official file name: :func:`export_database` writes
+them to ``flights/generated_Flights_seed<seed>.csv`` (:func:`generated_flights_file`; the synthetic
+sandbox's flights and those generated for the real tables alike), beside a
+``generated_Flights_seed<seed>.json`` that says how they were made, and only a database loaded from
+the official file exports ``flights/clean_Flights_2022.csv``. :func:`load_database` reads such a
+file back as generated flights (``flights="generated"``, or ``"auto"`` when the folder has no
+official file), marked so in ``source`` and ``meta`` (``flights_file``); ``flights="file"`` reads
+the official file only.
 """
 
 from __future__ import annotations
@@ -18,73 +28,34 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from envs.travel import vocab
-from envs.travel.flights import generate_flights
 from envs.travel.geography import ISLAND_STATES, STATE_CENTRES, STATES
-from envs.travel.schema import (
-    COLUMNS,
-    DATABASE_FILES,
-    FILE_COLUMNS,
-    FILE_HAS_INDEX,
-    OTHER_CUISINES,
-    QUERY_CUISINES,
-    ROOM_TYPES,
+from envs.travel.sandbox.files import (
+    FLIGHTS_MODES,
+    GENERATED_FLIGHTS,
+    TABLES,
+    SandboxDB,
+    _database_root,
+    export_database,
+    exported_generated_flights,
+    flights_are_generated,
+    generated_flights_file,
+    generated_mark,
+    load_database,
+    seed_of_flights,
 )
+from envs.travel.schema import COLUMNS, DATABASE_FILES, OTHER_CUISINES, QUERY_CUISINES, ROOM_TYPES
 
-# pandas < 3 parses floats with a fast, not always round-trip parser unless asked
-_READ_KW = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+__all__ = ["DATABASE_FILES", "FLIGHTS_MODES", "GENERATED_FLIGHTS", "TABLES", "SandboxConfig", "SandboxDB",
+           "_database_root", "default_database", "export_database", "exported_generated_flights",
+           "flights_are_generated", "format_distance", "format_duration", "generate_database",
+           "generated_flights_file", "generated_mark", "load_database", "seed_of_flights"]
+
 MARCH_2022 = [f"2022-03-{d:02d}" for d in range(1, 32)]
-TABLES = ("flights", "accommodations", "restaurants", "attractions", "distances")
-
-
-@dataclass
-class SandboxDB:
-    """The five tables (official columns, DB order) and the city -> state map."""
-
-    cities: dict[str, str]
-    flights: pd.DataFrame
-    accommodations: pd.DataFrame
-    restaurants: pd.DataFrame
-    attractions: pd.DataFrame
-    distances: pd.DataFrame
-    source: str = "synthetic"
-    meta: dict = field(default_factory=dict)
-
-    def table(self, name: str) -> pd.DataFrame:
-        return getattr(self, name)
-
-    def states(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for city, state in self.cities.items():
-            out.setdefault(state, []).append(city)
-        return out
-
-    def sizes(self) -> dict[str, int]:
-        return {"cities": len(self.cities), **{t: len(self.table(t)) for t in TABLES}}
-
-    def equals(self, other: "SandboxDB") -> bool:
-        return self.cities == other.cities and all(
-            self.table(t).reset_index(drop=True).equals(other.table(t).reset_index(drop=True)) for t in TABLES
-        )
-
-    def first_difference(self, other: "SandboxDB") -> str | None:
-        if self.cities != other.cities:
-            return "cities differ"
-        for t in TABLES:
-            a, b = self.table(t).reset_index(drop=True), other.table(t).reset_index(drop=True)
-            if list(a.columns) != list(b.columns) or len(a) != len(b):
-                return f"{t}: shape/columns {a.shape} {list(a.columns)} vs {b.shape} {list(b.columns)}"
-            for c in a.columns:
-                if not a[c].equals(b[c]):
-                    bad = (a[c] != b[c]).to_numpy().nonzero()[0]
-                    i = int(bad[0]) if len(bad) else 0
-                    return f"{t}.{c} ({a[c].dtype} vs {b[c].dtype}) row {i}: {a[c].iloc[i]!r} vs {b[c].iloc[i]!r}"
-        return None
 
 
 # ---------------------------------------------------------------------------------- generation
@@ -318,81 +289,3 @@ def generate_database(seed: int = 0, config: SandboxConfig | None = None) -> San
 def default_database(seed: int = 0) -> SandboxDB:
     """The generated database for ``seed``, built once per process (treat it as read-only)."""
     return generate_database(seed)
-
-
-# ------------------------------------------------------------------------------ export / load
-def export_database(db: SandboxDB, out_dir: str | Path) -> Path:
-    """Write ``out_dir/database/...`` in the public repository's layout; returns the database dir."""
-    root = Path(out_dir) / "database"
-    for table in TABLES:
-        path = root / DATABASE_FILES[table]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        df = db.table(table).copy()
-        if table == "distances":
-            df.insert(2, "cost", np.nan)
-        df = df[FILE_COLUMNS[table]]
-        df.to_csv(path, index=FILE_HAS_INDEX[table])
-    path = root / DATABASE_FILES["cities"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # no trailing newline: the official evaluator splits this file on '\n' and unpacks every line
-    path.write_text("\n".join(f"{c}\t{s}" for c, s in db.cities.items()))
-    return root
-
-
-def _database_root(path: Path) -> Path:
-    if (path / "database").is_dir() and not (path / "flights").exists():
-        return path / "database"
-    return path
-
-
-FLIGHTS_MODES = ("file", "generated", "auto")
-
-
-def load_database(database_dir: str | Path, flights: str = "file", flights_seed: int = 0) -> SandboxDB:
-    """Load a database directory in the public repository's layout (the real one or an export).
-
-    ``database_dir`` is the ``database/`` folder or a folder containing it. Tables are read like
-    the official tools read them: rows with any empty cell dropped (except the distance matrix),
-    then the tool's columns. ``flights``: ``"file"`` -- the folder's flights table (an error names
-    it when missing); ``"generated"`` -- flights generated over the folder's cities
-    (:func:`envs.travel.flights.generate_flights` with ``flights_seed``), any file ignored;
-    ``"auto"`` -- the file when present, else generated. Generated flights are stated in
-    ``source`` (``"<dir> (flights generated, seed 0)"``) and ``meta["flights"]``."""
-    if flights not in FLIGHTS_MODES:
-        raise ValueError(f"flights={flights!r}; expected one of {list(FLIGHTS_MODES)}")
-    root = _database_root(Path(database_dir))
-    if not root.is_dir():
-        raise FileNotFoundError(f"database directory {root} does not exist")
-    flights_file = root / DATABASE_FILES["flights"]
-    generate = flights == "generated" or (flights == "auto" and not flights_file.is_file())
-    tables = {}
-    for table in TABLES:
-        if table == "flights" and generate:
-            continue
-        path = root / DATABASE_FILES[table]
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"missing {DATABASE_FILES[table]} under {root} (the {table} table of the TravelPlanner database)")
-        df = pd.read_csv(path, **_READ_KW)
-        missing = [c for c in COLUMNS[table] if c not in df.columns]
-        if missing:
-            raise ValueError(f"{path}: missing column(s) {missing}; expected {COLUMNS[table]}")
-        if table != "distances":
-            df = df.dropna()
-        tables[table] = df[COLUMNS[table]].reset_index(drop=True)
-    path = root / DATABASE_FILES["cities"]
-    if not path.is_file():
-        raise FileNotFoundError(f"missing {DATABASE_FILES['cities']} under {root} (city<TAB>state lines)")
-    cities: dict[str, str] = {}
-    for i, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
-        if not line.strip():
-            continue
-        parts = line.split("\t")
-        if len(parts) != 2:
-            raise ValueError(f"{path} line {i}: expected 'city<TAB>state', got {line!r}")
-        cities[parts[0]] = parts[1]
-    if not generate:
-        return SandboxDB(cities, source=str(root), meta={"root": str(root), "flights": "file"}, **tables)
-    tables["flights"], model = generate_flights(cities, tables["attractions"], tables["distances"], flights_seed)
-    meta = {"root": str(root), "flights": "generated", "flights_seed": flights_seed, "flights_model": model}
-    return SandboxDB(cities, source=f"{root} (flights generated, seed {flights_seed})", meta=meta, **tables)

@@ -5,7 +5,9 @@ loaded from ``--database DIR`` -- and its table sizes.
 ``--export DIR`` writes ``DIR/database/``, ``DIR/queries/`` and ``DIR/plans/`` in the public
 TravelPlanner layout (:func:`envs.travel.interchange.export_all`); with ``--queries`` it writes those
 queries of ``--split`` instead, with the ``reference_information`` column computed from the database
-(:func:`envs.travel.interchange.export_queries`: a file sole-planning reads alone). The data options
+(:func:`envs.travel.interchange.export_queries`: a file sole-planning reads alone). Generated flights
+are written as ``flights/generated_Flights_seed<seed>.csv``, never under the official file name, and
+each query row's ``generated`` column says what of it is made up. The data options
 are the solver's (:mod:`envs.travel.cli`); a loading error is one line, exit 2.
 
 The command-line entry point lives here, not in the database module: the exporter needs the query

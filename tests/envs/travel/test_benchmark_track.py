@@ -119,8 +119,10 @@ def test_a_benchmark_planner_reads_the_querys_text_level_days_only(benchmark_env
     assert info == {"query_id": qid, "query": text, "level": held_out.get_query(qid).level,
                     "days": held_out.get_query(qid).days}
     task = held_out.get_task(qid)
-    assert isinstance(task.query, QueryView) and task.description == text
+    assert isinstance(task.query, QueryView) and task.description.endswith(f"\nQuery: {text}")
+    assert task.description.startswith("Given information: [{")  # its own notes: test_benchmark_prompt.py
     assert not hasattr(task.query, "budget") and not hasattr(task.query, "local_constraint")
+    assert task.reference_plan is None  # a held-out query holds no plan
 
 
 def test_benchmark_options_are_the_querys_own_reference_information(benchmark_envs, real_queries):
