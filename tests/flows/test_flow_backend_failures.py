@@ -2,7 +2,10 @@
 openai backend and ``python -m rltf.flows.evaluate`` as a subprocess (a real HTTP server on 127.0.0.1):
 a backend failing too often ends the run with one error line and exit status 2 after the table is
 written with the failed queries marked; a hung server is reported within seconds of its timeouts
-(the shipped configs: ~2 minutes); huge answers are cut, so the traces stay small."""
+(the shipped configs: ~2 minutes); huge answers are cut, so the traces stay small. The first test runs
+the command as a subprocess (the exit status and the one stderr line of the real command); the others
+call its ``run_cli(main, args)`` in this process (what its ``__main__`` block runs, its exit status
+from the ``SystemExit``): the same code path without ~9 CPU s of imports each (issue #52 item 2)."""
 
 from __future__ import annotations
 
@@ -46,17 +49,55 @@ class _Server(ChatServer):
         super().close()
 
 
-def _evaluate(tmp_path, url: str, *extra: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:
-    env = {**child_env(), "HARDENING_KEY": "sk-test", "NO_PROXY": "127.0.0.1,localhost",
-           "no_proxy": "127.0.0.1,localhost",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    args = ["config=configs/travel-mtp-openai.yaml", f"output_dir={tmp_path}", "run_name=ev", "env.travel.days=[3]",
+ENDPOINT_ENV = {"HARDENING_KEY": "sk-test", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+
+def _args(tmp_path, url: str, *extra: str) -> list[str]:
+    return ["config=configs/travel-mtp-openai.yaml", f"output_dir={tmp_path}", "run_name=ev", "env.travel.days=[3]",
             f"flow.backend.base_url={url}", "flow.backend.model=m", "flow.backend.api_key_env=HARDENING_KEY",
             "flow.oracle=false", "flow.trace_queries=0", "flow.mtp.supervisor=template", "flow.select=first", *extra]
+
+
+def _evaluate(tmp_path, url: str, *extra: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:
+    env = {**child_env(), **ENDPOINT_ENV, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    args = _args(tmp_path, url, *extra)
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "rltf.flows.evaluate", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
     return proc, time.monotonic() - t0
+
+
+@pytest.fixture
+def evaluate_here(monkeypatch, capsys):
+    """``python -m rltf.flows.evaluate`` without the process: its ``__main__`` block,
+    ``run_cli(main, args)``, called here; a ``CompletedProcess`` of its exit status and output (the
+    torch threads and transformers' verbosity that ``main`` sets are put back)."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from rltf.flows.evaluate import main
+    from rltf.run.cli import run_cli
+
+    for key, value in ENDPOINT_ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(ROOT)
+    threads, verbosity = torch.get_num_threads(), hf_logging.get_verbosity()
+
+    def run(tmp_path, url: str, *extra: str) -> subprocess.CompletedProcess:
+        args = _args(tmp_path, url, *extra)
+        capsys.readouterr()
+        try:
+            run_cli(main, args)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        finally:
+            torch.set_num_threads(threads)
+            hf_logging.set_verbosity(verbosity)
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+    return run
 
 
 def _error_lines(proc: subprocess.CompletedProcess) -> list[str]:
@@ -81,10 +122,10 @@ def test_a_backend_that_dies_mid_run_ends_it_with_exit_2_and_the_failed_queries_
     assert "| mtp (backend failed 5/6) |" in md and "**backend failures**" in md and "**stopped**" in md
 
 
-def test_a_hung_backend_is_reported_within_its_timeouts(tmp_path):
+def test_a_hung_backend_is_reported_within_its_timeouts(tmp_path, evaluate_here):
     server = _Server(answers=3, after="hang")
     try:
-        proc, _ = _evaluate(tmp_path, server.url, "flow.limit=6", "flow.backend.timeout=1")
+        proc = evaluate_here(tmp_path, server.url, "flow.limit=6", "flow.backend.timeout=1")
     finally:
         server.close()
     assert proc.returncode == 2, proc.stderr[-3000:]
@@ -94,10 +135,10 @@ def test_a_hung_backend_is_reported_within_its_timeouts(tmp_path):
     assert server.requests == 3 + 2 * 3
 
 
-def test_a_backend_failing_on_more_than_the_share_of_calls_ends_the_run(tmp_path):
+def test_a_backend_failing_on_more_than_the_share_of_calls_ends_the_run(tmp_path, evaluate_here):
     server = _Server(answers=3, after="die")
     try:  # a streak of 2 would stop it too: the share (checked after the method) is what ends it here
-        proc, _ = _evaluate(tmp_path, server.url, "flow.limit=2", "flow.backend.max_failed_share=0.3")
+        proc = evaluate_here(tmp_path, server.url, "flow.limit=2", "flow.backend.max_failed_share=0.3")
     finally:
         server.close()
     assert proc.returncode == 2, proc.stderr[-3000:]
@@ -108,10 +149,10 @@ def test_a_backend_failing_on_more_than_the_share_of_calls_ends_the_run(tmp_path
     assert "| mtp (backend failed 1/2) |" in md
 
 
-def test_huge_answers_are_cut_so_traces_stay_small(tmp_path):
+def test_huge_answers_are_cut_so_traces_stay_small(tmp_path, evaluate_here):
     server = _Server(answers=10**6, size=5_000_000)  # 5 MB per answer
     try:
-        proc, _ = _evaluate(tmp_path, server.url, "flow.limit=2", "flow.trace_queries=2")  # max_answer_chars: 20000
+        proc = evaluate_here(tmp_path, server.url, "flow.limit=2", "flow.trace_queries=2")  # max_answer_chars: 20000
     finally:
         server.close()
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -205,11 +205,20 @@ def _evaluate(args: list[str], **env: str) -> subprocess.CompletedProcess:
                           env={**os.environ, **OFFLINE, **env}, timeout=600)
 
 
-def test_entry_point_with_read_only_cache_is_one_line(tmp_path):
-    done = _evaluate(["planner.model=smollm2", "eval.schemas=[finetuned]", f"output_dir={tmp_path}"],
-                     RLTF_CACHE_DIR="/sys/rltf-cache")
-    assert done.returncode == 2, done.stderr[-2000:]
-    (line,) = done.stderr.strip().splitlines()
+def test_entry_point_with_read_only_cache_is_one_line(tmp_path, monkeypatch, capsys):
+    """train/evaluate.py's ``__main__`` block (``run_cli(main, args)``) in this process: the next test runs
+    the entry point as a subprocess; this one needs its exit status and stderr only (issue #52 item 2)."""
+    from rltf.run.cli import run_cli
+    from train.evaluate import main  # a recipe (train/ is not a package of the layers): its main, in process
+
+    monkeypatch.setenv("RLTF_CACHE_DIR", "/sys/rltf-cache")
+    monkeypatch.chdir(REPO)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        run_cli(main, ["planner.model=smollm2", "eval.schemas=[finetuned]", f"output_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2, err[-2000:]
+    (line,) = err.strip().splitlines()
     assert line.startswith("error: cannot write the rltf cache folder /sys/rltf-cache") and "RLTF_CACHE_DIR" in line
 
 

@@ -10,9 +10,21 @@ from tests.two_processes import torchrun2
 ROOT = Path(__file__).resolve().parents[2]
 
 
+RUNS = {"plain": [], "set": ["rltf.baseline=unordered_set", "rltf.k_samples=6"]}
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory) -> Path:
+    """Both tests' runs in ONE two-process launch (``--runs``: one torchrun start-up instead of two),
+    each into ``<folder>/<name>``."""
+    out = tmp_path_factory.mktemp("ddp")
+    torchrun2("tests/ddp_worker.py", out, "--runs", json.dumps(RUNS))
+    return out
+
+
 @pytest.mark.slow
-def test_two_process_cpu_training(tmp_path):
-    torchrun2("tests/ddp_worker.py", tmp_path)
+def test_two_process_cpu_training(ddp_runs):
+    tmp_path = ddp_runs / "plain"
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert r0["world"] == r1["world"] == 2
     assert r0["params"] == r1["params"] and r0["sum"] == r1["sum"]  # gradients were synchronised
@@ -22,11 +34,10 @@ def test_two_process_cpu_training(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_with_the_unordered_set_estimator(tmp_path):
+def test_two_processes_with_the_unordered_set_estimator(ddp_runs):
     """Distinct plans per task: each process weights its own tasks' sets after gathering every
     process's batch as objects (a set may hold fewer plans than k_samples: ragged shards); the
     processes end with the same weights."""
-    torchrun2("tests/ddp_worker.py", tmp_path, "rltf.baseline=unordered_set", "rltf.k_samples=6")
-    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    r0, r1 = (json.loads((ddp_runs / "set" / f"rank{r}.json").read_text()) for r in (0, 1))
     assert r0["params"] == r1["params"] and r0["sum"] == r1["sum"]
     assert all(a != b for a, b in zip(r0["tasks"], r1["tasks"]))

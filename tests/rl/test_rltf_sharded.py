@@ -45,10 +45,20 @@ def _check(r0: dict, r1: dict, lora: bool, tol: float) -> None:
     assert r0["sharded"]["rewards"] == r0["replicated"]["rewards"]
 
 
+@pytest.fixture(scope="module")
+def fsdp_runs(tmp_path_factory) -> dict:
+    """``{lora: (rank 0's report, rank 1's)}``: the full-weights and the LoRA runs in ONE two-process
+    launch (``--both``: one torchrun start-up instead of two), each into a folder of its own."""
+    out = tmp_path_factory.mktemp("fsdp")
+    torchrun2("tests/sharded_worker.py", out, "fsdp", "--both", cpu=True)
+    return {lora: tuple(json.loads((out / sub / f"rank{r}.json").read_text()) for r in (0, 1))
+            for lora, sub in ((False, "full"), (True, "lora-kl"))}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora-kl"])
-def test_fsdp_training_matches_replicated_and_resumes_exactly(tmp_path, lora):
-    r0, r1 = _run_worker(tmp_path, "fsdp", lora)
+def test_fsdp_training_matches_replicated_and_resumes_exactly(fsdp_runs, lora):
+    r0, r1 = fsdp_runs[lora]
     _check(r0, r1, lora, 1e-3)
     # each process held half of every sharded parameter (dim 0), the replicated run all of it
     name = "shared.weight" if not lora else next(k for k in r0["sharded"]["shards"] if "lora_A" in k)

@@ -27,15 +27,32 @@ RECIPES = ["rltf.py", "sft.py", "evaluate.py", "grpo.py"]
 
 
 @pytest.fixture(scope="module")
-def smollm2_dry_runs(tmp_path_factory) -> tuple[Path, dict]:
-    """``(the empty cache, {recipe: its dry run of smollm2})``, every recipe in one child process
-    (tests/recipe_batch.py: one start-up instead of four), each into its own output folder."""
-    root = tmp_path_factory.mktemp("smollm2-dry")
-    startup, done = run_recipes([(script, ["config=configs/smollm2-lora.yaml", "dry_run=true",
-                                           f"output_dir={root / script / 'out'}"]) for script in RECIPES],
-                                {**child_env(), **OFFLINE, "RLTF_CACHE_DIR": str(root / "cache"), **NO_INDEX})
+def dry_runs(tmp_path_factory) -> dict:
+    """Every dry run of this module in ONE child process (tests/recipe_batch.py: one start-up instead
+    of three): the smollm2 dry runs, the compare dry run and the occupied-folder launches, all on one
+    empty cache folder (``RLTF_CACHE_DIR``, with no package index) that none of them may create.
+    ``{"cache": ..., "smollm2": (root, {recipe: Done}), "compare": (out, Done), "occupied": {...}}``."""
+    root = tmp_path_factory.mktemp("dry")
+    cache = root / "cache"
+    smollm2 = [(script, ["config=configs/smollm2-lora.yaml", "dry_run=true", f"output_dir={root / script / 'out'}"])
+               for script in RECIPES]
+    compare = [("compare.py", ["suite=smollm2", "dry_run=true", f"output_dir={root / 'compare' / 'out'}"])]
+    folders = {name: _occupied(tmp_path_factory.mktemp(f"occupied-{name}")) for name in LAUNCHES}
+    occupied = [(script, [*_occupied_args(config, folders[name]), "dry_run=true", *extra])
+                for name, (script, config) in LAUNCHES.items() for extra in ([], ["overwrite=true"])]
+    startup, done = run_recipes([*smollm2, *compare, *occupied],
+                                {**child_env(), **OFFLINE, "RLTF_CACHE_DIR": str(cache), **NO_INDEX})
     assert startup.stdout == startup.stderr == "", startup
-    return root, dict(zip(RECIPES, done))
+    n = len(RECIPES)
+    return {"cache": cache, "smollm2": (root, dict(zip(RECIPES, done[:n]))), "compare": (root / "compare", done[n]),
+            "occupied": {name: (folders[name], done[n + 1 + 2 * i], done[n + 2 + 2 * i])
+                         for i, name in enumerate(LAUNCHES)}}
+
+
+@pytest.fixture(scope="module")
+def smollm2_dry_runs(dry_runs) -> tuple[Path, dict]:
+    """``(the empty cache's folder, {recipe: its dry run of smollm2})``, each into its own output folder."""
+    return dry_runs["smollm2"]
 
 
 @pytest.mark.parametrize("script", RECIPES)
@@ -51,11 +68,10 @@ def test_dry_run_of_smollm2_on_an_empty_cache_fetches_and_writes_nothing(smollm2
     assert not cache.exists() and not out.exists()  # nothing fetched, converted or written
 
 
-def test_compare_dry_run_runs_and_writes_nothing(tmp_path):
-    done = _recipe("compare.py", "suite=smollm2", "dry_run=true", f"output_dir={tmp_path / 'out'}",
-                   RLTF_CACHE_DIR=str(tmp_path / "cache"))
+def test_compare_dry_run_runs_and_writes_nothing(dry_runs):
+    folder, done = dry_runs["compare"]
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "train/rltf.py" in done.stdout and not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+    assert "train/rltf.py" in done.stdout and not (folder / "out").exists() and not dry_runs["cache"].exists()
 
 
 LAUNCHES = {"rltf": ("rltf.py", "configs/default.yaml"), "sft": ("sft.py", "configs/default.yaml"),
@@ -75,16 +91,10 @@ def _occupied_args(config: str, run_dir: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def occupied_dry_runs(tmp_path_factory) -> dict:
+def occupied_dry_runs(dry_runs) -> dict:
     """``{launch: (its occupied run folder, its dry run there, the same with overwrite=true)}``, each
-    launch on a folder of its own, the eight dry runs in one child process (tests/recipe_batch.py:
-    one start-up instead of eight), each refusal before its ``overwrite=true`` run."""
-    folders = {name: _occupied(tmp_path_factory.mktemp(f"occupied-{name}")) for name in LAUNCHES}
-    cases = [(script, [*_occupied_args(config, folders[name]), "dry_run=true", *extra])
-             for name, (script, config) in LAUNCHES.items() for extra in ([], ["overwrite=true"])]
-    startup, done = run_recipes(cases, {**child_env(), **OFFLINE})
-    assert startup.stdout == startup.stderr == "", startup
-    return {name: (folders[name], done[2 * i], done[2 * i + 1]) for i, name in enumerate(LAUNCHES)}
+    launch on a folder of its own, each refusal before its ``overwrite=true`` run."""
+    return dry_runs["occupied"]
 
 
 def _refusal(done: subprocess.CompletedProcess) -> str:

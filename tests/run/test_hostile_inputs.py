@@ -25,11 +25,6 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFL
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _recipe(script: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, f"train/{script}", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**child_env(), **OFFLINE}, timeout=timeout)
-
-
 def _one_error_line(done: subprocess.CompletedProcess) -> str:
     assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
@@ -44,18 +39,17 @@ class _RunsCode:
         return (print, ("this pickle runs code",))
 
 
-def test_a_pickled_pytorch_model_bin_is_one_line_naming_it(tmp_path):
+def _pickled_planner(folder: Path) -> Path:
+    """A saved tiny planner whose weights are a ``pytorch_model.bin`` pickle that runs code when loaded
+    without ``weights_only=True``."""
     import torch
 
     from tests.toy_run import make_planner
 
-    folder = make_planner().save_pretrained(tmp_path / "planner")
+    folder = make_planner().save_pretrained(folder)
     (folder / "model.safetensors").unlink()
     torch.save({"shared.weight": _RunsCode()}, folder / "pytorch_model.bin")
-    line = _one_error_line(_recipe("evaluate.py", f"planner.model={folder}", "eval.schemas=[finetuned]",
-                                   f"output_dir={tmp_path / 'out'}"))
-    assert str(folder / "pytorch_model.bin") in line and "weights_only=True" in line
-    assert "weights_only=False" not in line and "this pickle runs code" not in line
+    return folder
 
 
 # ------------------------------------------------------------------ a control character in an override
@@ -63,24 +57,37 @@ RECIPES = ["rltf.py", "sft.py", "evaluate.py", "grpo.py"]
 
 
 @pytest.fixture(scope="module")
-def control_character_runs(tmp_path_factory) -> dict:
-    """Each recipe given ``run_name=a\\x01b``, all in one child process (tests/recipe_batch.py: one
-    start-up instead of four); what importing the recipes printed is empty."""
+def refusals(tmp_path_factory) -> dict:
+    """The refusals of this module's recipe command lines, all in one child process (tests/recipe_batch.py:
+    one start-up instead of three): each recipe given ``run_name=a\\x01b``, ``compare.py`` given
+    ``seeds=\\x01``, and ``evaluate.py`` given the pickled planner; what importing the recipes printed
+    is empty. ``{"control": {recipe: Done}, "compare": Done, "pickled": (folder, Done)}``."""
     out = tmp_path_factory.mktemp("control")
-    startup, done = run_recipes([(script, ["run_name=a\x01b", "dry_run=true", f"output_dir={out / script}"])
-                                 for script in RECIPES], {**child_env(), **OFFLINE})
+    pickled = _pickled_planner(tmp_path_factory.mktemp("pickled") / "planner")
+    cases = [(script, ["run_name=a\x01b", "dry_run=true", f"output_dir={out / script}"]) for script in RECIPES]
+    cases += [("compare.py", ["suite=smollm2", "seeds=\x01", "dry_run=true"]),
+              ("evaluate.py", [f"planner.model={pickled}", "eval.schemas=[finetuned]",
+                               f"output_dir={out / 'pickled'}"])]
+    startup, done = run_recipes(cases, {**child_env(), **OFFLINE})
     assert startup.returncode == 0 and startup.stdout == startup.stderr == "", startup
-    return dict(zip(RECIPES, done))
+    return {"control": dict(zip(RECIPES, done)), "compare": done[len(RECIPES)], "pickled": (pickled, done[-1])}
+
+
+def test_a_pickled_pytorch_model_bin_is_one_line_naming_it(refusals):
+    folder, done = refusals["pickled"]
+    line = _one_error_line(done)
+    assert str(folder / "pytorch_model.bin") in line and "weights_only=True" in line
+    assert "weights_only=False" not in line and "this pickle runs code" not in line + done.stdout
 
 
 @pytest.mark.parametrize("script", RECIPES)
-def test_a_control_character_in_an_override_is_one_line(control_character_runs, script):
-    line = _one_error_line(control_character_runs[script])
+def test_a_control_character_in_an_override_is_one_line(refusals, script):
+    line = _one_error_line(refusals["control"][script])
     assert "run_name=a\\x01b" in line and "control characters" in line
 
 
-def test_a_control_character_in_a_compare_argument_is_one_line():
-    line = _one_error_line(_recipe("compare.py", "suite=smollm2", "seeds=\x01", "dry_run=true"))
+def test_a_control_character_in_a_compare_argument_is_one_line(refusals):
+    line = _one_error_line(refusals["compare"])
     assert "seeds=\\x01" in line
 
 
