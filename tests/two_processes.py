@@ -2,6 +2,7 @@
 port, one thread each), and the environment of any child ``python``."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def child_env() -> dict[str, str]:
     """The environment of a child ``python`` process: this repository importable, one thread."""
     return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child a test interrupts: SIGINT back to its default, so the child's Python turns it into
+    KeyboardInterrupt even when the suite was started where SIGINT is ignored (a shell's background job, nohup)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def torchrun2(script: str | Path, *args: str, cpu: bool = True, extra_env: dict | None = None,

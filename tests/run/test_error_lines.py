@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.recipe_batch import run_recipes
-from tests.two_processes import child_env
+from tests.two_processes import child_env, default_sigint
 
 REPO = Path(__file__).resolve().parents[2]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
@@ -127,7 +127,7 @@ def test_sigint_of_train_rltf_py_is_one_line_saying_to_resume_exit_130(tmp_path)
     proc = subprocess.Popen([sys.executable, "train/rltf.py", f"output_dir={tmp_path}", "run_name=stop",
                              f"planner.embedded.dir={tmp_path / 'emb'}", *TINY], cwd=REPO,
                             env={**child_env(), **OFFLINE}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=default_sigint)
     seen = []
     try:
         for line in proc.stderr:  # the RLTF bar's first status: training has started
@@ -136,8 +136,7 @@ def test_sigint_of_train_rltf_py_is_one_line_saying_to_resume_exit_130(tmp_path)
                 break
         assert proc.poll() is None, "".join(seen)[-3000:]
         proc.send_signal(signal.SIGINT)
-        rest = proc.stderr.read()
-        proc.wait(timeout=120)
+        _, rest = proc.communicate(timeout=120)  # bounded: a child that ignored SIGINT fails here, not hangs
     finally:
         if proc.poll() is None:
             proc.kill()

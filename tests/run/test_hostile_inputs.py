@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.recipe_batch import run_recipes
-from tests.two_processes import child_env
+from tests.two_processes import child_env, default_sigint
 
 REPO = Path(__file__).resolve().parents[2]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
@@ -138,7 +138,7 @@ def test_sigint_of_compare_is_one_line_exit_130_and_ends_its_run(tmp_path):
     suite.write_text(f"name: s\nseeds: 1\ncommon: []\narms:\n  - name: a\n    script: {script}\n")
     compare = subprocess.Popen([sys.executable, "train/compare.py", f"suite={suite}", f"output_dir={tmp_path}"],
                                cwd=REPO, env={**child_env(), **OFFLINE, "MARKS": str(marks)},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     try:
         end = time.monotonic() + 120
         while not ((marks / "pid").is_file() and (marks / "pid").read_text()):
