@@ -61,6 +61,21 @@ def real_travel_db_dir():
     return folder if (folder / "accommodations").is_dir() else None
 
 
+REAL_TRAVEL_QUERIES_SETTING = "RLTF_TRAVELPLANNER_QUERIES"
+
+
+@pytest.fixture(scope="session")
+def real_travel_queries():
+    """The folder of the benchmark's real train queries (hub CSV with reference information and annotated plans):
+    ``$RLTF_TRAVELPLANNER_QUERIES``, or ``../shared/data/travelplanner-queries`` beside the checkout; the test is
+    skipped naming the setting when neither holds ``train.csv``."""
+    setting = os.environ.get(REAL_TRAVEL_QUERIES_SETTING)
+    folder = Path(setting) if setting else Path(__file__).resolve().parents[2] / "shared/data/travelplanner-queries"
+    if not (folder / "train.csv").is_file():
+        pytest.skip(f"the real TravelPlanner train queries were not found: set {REAL_TRAVEL_QUERIES_SETTING}")
+    return folder
+
+
 @pytest.fixture(scope="session")
 def real_travel_db():
     """:func:`real_travel_db_dir`, or the test is skipped naming the setting that finds the tables."""

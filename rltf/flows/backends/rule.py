@@ -102,11 +102,11 @@ def first_answer(grammar: GrammarArg, messages: Sequence[Message] = ()) -> tuple
     if isinstance(options, (list, tuple)) and options and all(isinstance(o, str) for o in options):
         pick = cheapest_shown(tuple(options), listing)
         return pick, pick
-    listing = getattr(grammar, "enumerate", None)
-    if not callable(listing):
+    actions = getattr(grammar, "enumerate", None)
+    if not callable(actions):
         raise BackendError(f"the rule backend answers choices and grammars that list their actions; "
                            f"{type(grammar).__name__} has neither options nor enumerate()")
-    action = next(iter(listing()), None)
+    action = next(iter(actions()), None)
     if action is None:
         raise BackendError(f"{type(grammar).__name__} lists no action: the rule has nothing to answer")
     return grammar.format(action), action

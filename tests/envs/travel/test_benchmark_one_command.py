@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +22,6 @@ from rltf.config.loading import load_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-QUERIES_SETTING = "RLTF_TRAVELPLANNER_QUERIES"
 COLUMNS = ["delivery", "commonsense micro", "commonsense macro", "hard micro", "hard macro", "final pass"]
 TINY = ["env.travel.days=[3]", "planner.embedded.d_model=32", "planner.embedded.d_ff=64",
         "planner.embedded.num_layers=1", "planner.embedded.num_heads=2", "planner.embedded.vocab_size=600",
@@ -32,20 +29,11 @@ TINY = ["env.travel.days=[3]", "planner.embedded.d_model=32", "planner.embedded.
         "rltf.eval_every=1", "eval.num_beams=1"]
 
 
-@pytest.fixture(scope="module")
-def real_queries():
-    """The real train queries' folder: ``$RLTF_TRAVELPLANNER_QUERIES`` or ../shared/data beside the checkout."""
-    setting = os.environ.get(QUERIES_SETTING)
-    folder = Path(setting) if setting else Path(__file__).resolve().parents[4] / "shared/data/travelplanner-queries"
-    if not (folder / "train.csv").is_file():
-        pytest.skip(f"the real TravelPlanner train queries were not found: set {QUERIES_SETTING}")
-    return folder
 
-
-def test_the_one_command_runs_sft_rltf_and_reports_the_official_metrics(real_queries, tmp_path, monkeypatch):
+def test_the_one_command_runs_sft_rltf_and_reports_the_official_metrics(real_travel_queries, tmp_path, monkeypatch):
     from train.rltf import run  # the recipe's entry (a script folder, not a package of the layers)
 
-    cfg = load_config(["config=configs/travel-benchmark.yaml", f"env.travel.queries_source={real_queries}",
+    cfg = load_config(["config=configs/travel-benchmark.yaml", f"env.travel.queries_source={real_travel_queries}",
                        f"output_dir={tmp_path}", f"planner.embedded.dir={tmp_path / 'embedded'}", *TINY])
     train_ids, validation_ids, test_ids = split_ids(cfg.env.travel).values()
     assert len(train_ids) == len(validation_ids) == len(test_ids) == 3
@@ -69,7 +57,7 @@ def test_the_one_command_runs_sft_rltf_and_reports_the_official_metrics(real_que
     assert table["n_tasks"]["final pass"] == 3 and sorted(map(int, results["scores"]["rltf"])) == sorted(test_ids)
     data = results["data"]
     assert (data["track"], data["evaluator"], data["evaluated"]) == ("benchmark", "official", ["train:re-split:test"])
-    assert data["queries"] == real_queries.name and data["database"] == "reference_information"
+    assert data["queries"] == real_travel_queries.name and data["database"] == "reference_information"
     md = (run_dir / "results.md").read_text()
     assert "evaluator: official mode" in md and md.count("; track: benchmark") == 1
     # RLTF's planner is picked on the validation part (steps 0 and 1), SFT ran on the train part's plans

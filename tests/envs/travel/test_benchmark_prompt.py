@@ -9,9 +9,6 @@ On the benchmark's own 27 real train queries (../shared/data/travelplanner-queri
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from envs.travel.config import TravelEnvConfig
@@ -23,25 +20,13 @@ from envs.travel.reference_info import reference_notes
 from rltf.config.flow import FlowSettings
 from rltf.flows.backends.scripted import ScriptedBackend
 
-QUERIES_SETTING = "RLTF_TRAVELPLANNER_QUERIES"
-
 
 @pytest.fixture(scope="module")
-def real_queries():
-    """The real train queries' folder: ``$RLTF_TRAVELPLANNER_QUERIES`` or ../shared/data beside the checkout."""
-    setting = os.environ.get(QUERIES_SETTING)
-    folder = Path(setting) if setting else Path(__file__).resolve().parents[4] / "shared/data/travelplanner-queries"
-    if not (folder / "train.csv").is_file():
-        pytest.skip(f"the real TravelPlanner train queries were not found: set {QUERIES_SETTING}")
-    return folder
-
-
-@pytest.fixture(scope="module")
-def setup(real_queries):
-    config = TravelEnvConfig(database_dir="reference_information", queries_source=str(real_queries),
+def setup(real_travel_queries):
+    config = TravelEnvConfig(database_dir="reference_information", queries_source=str(real_travel_queries),
                              queries_split="train", track="benchmark")
     parts = list(split_ids(config).values())
-    return (*make_envs(config), parts, real_queries)
+    return (*make_envs(config), parts, real_travel_queries)
 
 
 def _descriptions(notes) -> set[str]:

@@ -9,8 +9,6 @@ model's first answer, parsed, with nothing repairing it."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -31,18 +29,6 @@ from rltf.config.flow import FlowSettings
 from rltf.flows.backends.scripted import ScriptedBackend
 from rltf.planners.tokenizer import tokenizer_texts_for, train_plan_tokenizer
 
-QUERIES_SETTING = "RLTF_TRAVELPLANNER_QUERIES"
-
-
-@pytest.fixture(scope="module")
-def real_queries():
-    """The real train queries' folder: ``$RLTF_TRAVELPLANNER_QUERIES`` or ../shared/data beside the checkout."""
-    setting = os.environ.get(QUERIES_SETTING)
-    folder = Path(setting) if setting else Path(__file__).resolve().parents[4] / "shared/data/travelplanner-queries"
-    if not (folder / "train.csv").is_file():
-        pytest.skip(f"the real TravelPlanner train queries were not found: set {QUERIES_SETTING}")
-    return folder
-
 
 def _config(queries, **kw) -> TravelEnvConfig:
     return TravelEnvConfig(database_dir="reference_information", queries_source=str(queries), queries_split="train",
@@ -54,9 +40,9 @@ CAPS = {"max_options": 3, "max_cities": 2}  # configs/travel-flat-real.yaml's ki
 
 
 @pytest.fixture(scope="module", params=["sandbox", "benchmark"])
-def capped_envs(request, real_queries):
+def capped_envs(request, real_travel_queries):
     keep = {"cap_keep": "sample"} if request.param == "benchmark" else {}
-    return make_envs(_config(real_queries, track=request.param, **CAPS, **keep))
+    return make_envs(_config(real_travel_queries, track=request.param, **CAPS, **keep))
 
 
 def _no_plan_of_held_out(monkeypatch, env, train_ids):
@@ -87,8 +73,8 @@ def test_a_held_out_querys_capped_grammar_reads_no_plan(capped_envs, monkeypatch
         assert held_out.grammar_candidates(qid) == held_out.grammar_candidates(qid)
 
 
-def test_a_train_querys_cap_keeps_its_plan_outside_the_benchmark_track(real_queries):
-    train, _ = make_envs(_config(real_queries, **CAPS))  # cap_keep: train_plans (the default)
+def test_a_train_querys_cap_keeps_its_plan_outside_the_benchmark_track(real_travel_queries):
+    train, _ = make_envs(_config(real_travel_queries, **CAPS))  # cap_keep: train_plans (the default)
     for t in [t for t in train.tasks() if t.reference_plan][:3]:
         c = train.grammar_candidates(t.id)
         for day in parse_plan(t.reference_plan):
@@ -96,9 +82,9 @@ def test_a_train_querys_cap_keeps_its_plan_outside_the_benchmark_track(real_quer
                 assert any(day["accommodation"] in v for v in c.accommodations.values())
 
 
-def test_the_benchmark_track_refuses_caps_that_read_plans_and_needs_reference_information(real_queries):
+def test_the_benchmark_track_refuses_caps_that_read_plans_and_needs_reference_information(real_travel_queries):
     with pytest.raises(TravelConfigError, match=r"^'env.travel.cap_keep: train_plans' makes the option caps") as e:
-        _config(real_queries, track="benchmark", **CAPS).validate()
+        _config(real_travel_queries, track="benchmark", **CAPS).validate()
     assert "\n" not in str(e.value)
     with pytest.raises(TravelConfigError, match="needs the benchmark's queries"):  # travel-flat-real.yaml's queries
         TravelEnvConfig(database_dir="../shared/data/travelplanner-db", queries_source="generated",
@@ -108,8 +94,8 @@ def test_the_benchmark_track_refuses_caps_that_read_plans_and_needs_reference_in
 
 
 @pytest.fixture(scope="module")
-def benchmark_envs(real_queries):
-    return make_envs(_config(real_queries, track="benchmark"))
+def benchmark_envs(real_travel_queries):
+    return make_envs(_config(real_travel_queries, track="benchmark"))
 
 
 def test_a_benchmark_planner_reads_the_querys_text_level_days_only(benchmark_envs):
@@ -125,9 +111,9 @@ def test_a_benchmark_planner_reads_the_querys_text_level_days_only(benchmark_env
     assert task.reference_plan is None  # a held-out query holds no plan
 
 
-def test_benchmark_options_are_the_querys_own_reference_information(benchmark_envs, real_queries):
+def test_benchmark_options_are_the_querys_own_reference_information(benchmark_envs, real_travel_queries):
     _, held_out = benchmark_envs
-    queries, rows = load_split(real_queries, "train")
+    queries, rows = load_split(real_travel_queries, "train")
     merged_differs = False
     for q, row in zip(queries, rows):
         own = query_candidates(SandboxIndex(reference_database(q, row["reference_information"])), q).as_json()
@@ -187,6 +173,6 @@ def test_a_scaffold_is_refused_in_the_benchmark_track(benchmark_envs):
                                                     FlowSettings())
 
 
-def test_every_result_names_its_track(real_queries):
-    data, line = provenance(TravelSection(travel=_config(real_queries, track="benchmark")))
+def test_every_result_names_its_track(real_travel_queries):
+    data, line = provenance(TravelSection(travel=_config(real_travel_queries, track="benchmark")))
     assert data["track"] == "benchmark" and line.endswith("; track: benchmark")
