@@ -21,6 +21,7 @@ Last line: ``pddl memory: run peak <MiB> MiB (<arm>), legal expansion <us> us pe
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def rss_mib() -> float:
 def run_peak(suite_name: str, arm_name: str, run_args: list[str]) -> tuple[float, float, float, list[str]]:
     """``(peak RSS MiB, CPU s, wall s, command)`` of one seed-0 run of ``arm_name`` at ``run_args``'s sizes."""
     suite = load_suite(suite_name)
-    arm = suite.arm(arm_name)
+    arm = dataclasses.replace(suite.arm(arm_name), start_from=None)  # standalone: its own warm start, no other run
     with tempfile.TemporaryDirectory(prefix="pddl-memory-") as tmp:
         cmd = [sys.executable, *arm.command(suite.common, run_args, 0, Path(tmp))]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -215,24 +215,42 @@ def _draw(settings: GeneratedSettings, domain: Domain, generator: str | None = N
     seen: set[str] = set()
     problems: list[Problem] = []
     split: dict[str, list[int]] = {}
+    exhausted: set[int] = set()  # sizes whose distinct instances ran out (3 blocks: ~169 problems in all)
     for name, count in zip(SPLIT_NAMES, settings.counts):
         lo, hi = settings.long_sizes if name == "test-long" else settings.sizes
         split[name] = []
         for j in range(count):
-            size = lo + j % (hi - lo + 1)
-            for _ in range(1000):
-                k = len(problems) + 1
-                p = generate(domain, size, rng, f"{prefix}-{k}", **dict(settings.generator))
-                text = problem_text(dataclasses.replace(p, name="x"))
-                if text not in seen:
-                    break
-            else:
+            p = None
+            for size in _turn(lo, hi, j, exhausted):  # this turn's size, else the next one not exhausted
+                for _ in range(1000):
+                    k = len(problems) + 1
+                    p = generate(domain, size, rng, f"{prefix}-{k}", **dict(settings.generator))
+                    text = problem_text(dataclasses.replace(p, name="x"))
+                    if text not in seen:
+                        break
+                else:
+                    exhausted.add(size)
+                    p = None
+                    continue
+                break
+            if p is None:
                 raise PddlError(f"cannot draw {count} distinct {name} instances of {prefix} with sizes "
                                 f"{lo}..{hi}; ask for fewer or widen the sizes")
             seen.add(text)
             problems.append(p)
             split[name].append(k)
     return problems, split
+
+
+def _turn(lo: int, hi: int, j: int, exhausted: set[int]) -> list[int]:
+    """The sizes the ``j``-th instance of a split may take, in order: the sizes whose distinct instances have
+    not run out go in turn (``j mod`` their number; while none has run out, ``lo + j mod n``: the draws of a
+    split that never runs out are unchanged), then the others of them."""
+    sizes = [s for s in range(lo, hi + 1) if s not in exhausted]
+    if not sizes:
+        return []
+    first = j % len(sizes)
+    return sizes[first:] + sizes[:first]
 
 
 def renaming_of(settings: GeneratedSettings, domain: Domain, problems: list[Problem]) -> Renaming | None:

@@ -35,6 +35,8 @@ from common.atomic import write_atomic
 from rltf.comparison.suites import Arm, Suite
 from rltf.config.loading import REPO_ROOT, ConfigError
 
+PLANNER_FILE = "rltf_planner.json"  # a saved planner's marker (rltf.planners.planner's; not imported: torch, peft)
+
 
 def print_flushed(msg: str) -> None:
     """The comparison's default log: a line on stdout, at once (runs take minutes)."""
@@ -91,6 +93,11 @@ def run_one(suite: Suite, arm: Arm, seed: int, root: Path, extra: Sequence[str] 
                          cpu_s=recorded.get("cpu_s") if recorded else None)
     arm_dir.mkdir(parents=True, exist_ok=True)
     log_file = arm_dir / f"seed{seed}.log"
+    if arm.start_from is not None and not (arm.start_dir(arm_dir, seed) / PLANNER_FILE).is_file():
+        error = (f"no fine-tuned planner at {arm.start_dir(arm_dir, seed)} to start from (arm {arm.start_from} "
+                 f"seed {seed} failed or has not run)")
+        log(f"[{arm.name} seed {seed}] FAILED: {error}")
+        return RunRecord(arm.name, seed, str(run_dir), "failed", error=error)
     log(f"[{arm.name} seed {seed}] {python} {' '.join(args)}  (log: {log_file})")
     t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(log_file, "w") as out:
@@ -181,7 +188,9 @@ def run_suite(suite: Suite, root: Path, extra: Sequence[str] = (), *, seeds: Seq
 def planned_runs(suite: Suite, seeds: Sequence[int] | None = None,
                  arms: Sequence[str] | None = None) -> list[tuple[int, Arm]]:
     """The (seed, arm) pairs a comparison runs, seeds in the outer loop: the chosen ``arms`` (None:
-    all) for the chosen ``seeds`` (None: the suite's), an arm with its own ``seeds`` only below it."""
+    all; with the arms they start from, :attr:`Arm.start_from`) for the chosen ``seeds`` (None: the suite's),
+    in the suite's order, an arm with its own ``seeds`` only below it."""
     seeds = list(range(suite.seeds)) if seeds is None else list(seeds)
-    chosen = [a for a in suite.arms if arms is None or a.name in arms]
+    wanted = set(suite.arms_needed(arms))
+    chosen = [a for a in suite.arms if a.name in wanted]
     return [(s, a) for s in seeds for a in chosen if a.seeds is None or s < a.seeds]

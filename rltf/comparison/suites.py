@@ -9,7 +9,8 @@ A **suite** (``configs/compare/<name>.yaml``, or any YAML file) is data, not cod
   periodic held-out score, the config keys whose product is the number of plans sampled per step,
   the ``loader`` that checks its arguments (``module:function``, default
   ``rltf.config.loading:load_config``), ``seeds`` (run only the first n seeds: a deterministic arm,
-  e.g. the reference plans and the oracle, needs one) and a ``reader`` (``module:function``, ``reader(run_dir, arm)``
+  e.g. the reference plans and the oracle, needs one), ``start_from`` (an earlier arm whose warm start it
+  shares: :attr:`Arm.start_from`) and a ``reader`` (``module:function``, ``reader(run_dir, arm)``
   -> ``{"rows": {schema: {column: value}}, "scores": {schema: {task: score}}, "seconds": s}``,
   optionally ``"task_values": {schema: {column: {task: value}}}`` for an interval on another column)
   for an entry point whose results file is not the ``{"table": {"rows": ...}, "scores": ...}``
@@ -80,11 +81,23 @@ class Arm:
     loader: str = "rltf.config.loading:load_config"
     reader: str | None = None
     seeds: int | None = None  # run only seeds below this (e.g. 1 for a deterministic arm); None: every seed
+    start_from: str | None = None
+    """An earlier arm of the suite whose fine-tuned planner (``<its arm folder>/seed<k>/sft``, the same seed)
+    this arm starts from, with its own SFT stage off (``planner.model=<that folder> sft.enabled=false``): arms
+    that would fit the same plans from the same seed share one warm start -- the same weights, one SFT's CPU
+    (counted in that arm's runs) instead of one per arm. The arm it names must write ``sft/`` (an entry point
+    with an SFT stage, ``sft.enabled`` on)."""
 
     def command(self, common: Sequence[str], extra: Sequence[str], seed: int, arm_dir: Path) -> list[str]:
         """The arguments after the interpreter (the run folder is ``arm_dir/seed<k>``)."""
-        return [self.script, *common, *self.overrides, *extra, f"seed={seed}", f"output_dir={arm_dir}",
+        start = [] if self.start_from is None else [f"planner.model={self.start_dir(arm_dir, seed)}",
+                                                    "sft.enabled=false"]
+        return [self.script, *common, *self.overrides, *extra, *start, f"seed={seed}", f"output_dir={arm_dir}",
                 f"run_name=seed{seed}", "overwrite=true"]
+
+    def start_dir(self, arm_dir: Path, seed: int) -> Path:
+        """The fine-tuned planner this arm starts from (:attr:`start_from`), for ``seed``."""
+        return Path(arm_dir).parent / str(self.start_from) / f"seed{seed}" / "sft"
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,14 @@ class Suite:
 
     def arm(self, name: str) -> Arm:
         return next(a for a in self.arms if a.name == name)
+
+    def arms_needed(self, names: Sequence[str] | None = None) -> list[str]:
+        """The arms ``names`` (None: all) and those they start from (:attr:`Arm.start_from`), in the suite's order."""
+        wanted = {a.name for a in self.arms} if names is None else set(names)
+        for a in reversed(self.arms):  # a start_from arm is listed before the arms that name it
+            if a.name in wanted and a.start_from is not None:
+                wanted.add(a.start_from)
+        return [a.name for a in self.arms if a.name in wanted]
 
     def reference_arm(self) -> Arm:
         """The arm of :attr:`paired_reference`, or the default (see there)."""
@@ -165,6 +186,10 @@ def suite_from_dict(data: dict, where: str = "suite") -> Suite:
         raise ConfigError(f"{where}: rows {bad} name an arm that is not in the suite ({', '.join(names)})")
     if not isinstance(suite.seeds, int) or suite.seeds < 1:
         raise ConfigError(f"{where}: seeds={suite.seeds!r}: expected a positive integer")
+    for i, a in enumerate(arms):
+        if a.start_from is not None and a.start_from not in names[:i]:
+            raise ConfigError(f"{where}: arm {a.name}: start_from={a.start_from!r}: expected an arm listed before it "
+                              f"({', '.join(names[:i]) or 'none'}): it runs first in each seed")
     if suite.paired_reference is not None and suite.paired_reference not in names:
         raise ConfigError(f"{where}: paired_reference={suite.paired_reference!r} is not an arm of the suite "
                           f"({', '.join(names)})")

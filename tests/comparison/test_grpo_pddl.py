@@ -173,5 +173,9 @@ def test_the_pddl_verdict_suites_hold_every_arm_at_equal_plans():
     assert {(c.env.pddl.shaping.goal_fraction, c.env.pddl.shaping.step_cost) for c in trained.values()} == {(0, 0)}
     assert {r.column for r in suite.rows} == {"headline"}
     assert {c.env.pddl.test_long_size for c in loaded.values()} == {100}
+    # a cell's arms share its warm start: the RLTF arm's SFT (grpo.warm_start=constrained is that same stage)
+    starts = {a.name: a.start_from for a in suite.arms if a.start_from}
+    assert starts == {f"{c}-{m}": f"{c}-rltf" for c in cells if c != "legal-k0" for m in ("rltf-uset", "grpo-constrained")}
+    assert all(loaded[a].grpo.warm_start == "constrained" for a in starts if "grpo" in a)
     assert loaded["syntax-k64-rltf-uset"].rltf.objective == "unordered_set"
     assert loaded["text-k64-grpo-free"].grpo.sampling == "free"

@@ -4,6 +4,7 @@ trip, the persisted splits, and the folder loader with its one-line errors."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import random
 
@@ -13,7 +14,7 @@ from scipy import stats
 from envs.pddl.errors import PddlError, PddlSemanticError, PddlSyntaxError
 from envs.pddl.generators import blocksworld, logistics, random_towers, tower_completions
 from envs.pddl.grounding import ground
-from envs.pddl.instances import GeneratedSettings, generated_folder, load_folder
+from envs.pddl.instances import GeneratedSettings, _draw, generated_folder, load_folder
 from envs.pddl.parsing import read_domain, read_problem
 from envs.pddl.renaming import draw_renaming, read_renaming, rename_domain, rename_problem
 from envs.pddl.search import find_plan
@@ -94,6 +95,24 @@ def test_generated_splits_are_persisted_distinct_and_longer_for_test_long():
     train_max = max(by_id[i].task.size for i in s.split["train"])
     assert min(by_id[i].task.size for i in s.split["test-long"]) > train_max
     assert generated_folder(settings(seed=5)) != folder
+
+
+def test_a_size_whose_instances_run_out_gives_its_turn_to_the_others(blocks):
+    # 3 blocks have 13 states (at most 169 problems): 500 test problems of 3-5 blocks after 300 train ones
+    # cannot keep the turns, so the 3-block turns go to 4 and 5 blocks, in turn; nothing repeats
+    big = GeneratedSettings("blocksworld", (3, 5), (6, 8), (300, 20, 500, 100), 0)
+    problems, split = _draw(big, blocks)
+    sizes = {name: collections.Counter(len(problems[k - 1].objects) for k in ks) for name, ks in split.items()}
+    assert [len(split[n]) for n in ("train", "validation", "test", "test-long")] == [300, 20, 500, 100]
+    assert sizes["train"] == {3: 100, 4: 100, 5: 100}
+    assert set(sizes["test"]) == {3, 4, 5} and sizes["test"][3] < 100 and abs(sizes["test"][4] - sizes["test"][5]) <= 1
+    assert len({problem_text(dataclasses.replace(p, name="x")) for p in problems}) == len(problems)
+    # a set that never runs out is drawn exactly as sizes in turn (lo + j mod n), split by split
+    small, small_split = _draw(GeneratedSettings("blocksworld", (3, 5), (6, 8), (30, 6, 9, 3), 0), blocks)
+    assert [len(small[k - 1].objects) for k in small_split["test"]] == [3, 4, 5] * 3
+    assert list(map(problem_text, small[:30])) == list(map(problem_text, problems[:30]))  # the same train draws
+    with pytest.raises(PddlError, match="cannot draw 200 distinct train instances .* sizes 3..3"):
+        _draw(GeneratedSettings("blocksworld", (3, 3), (6, 8), (200, 1, 1, 1), 0), blocks)
 
 
 def test_an_obfuscated_set_is_one_consistent_renaming():
