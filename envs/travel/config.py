@@ -18,12 +18,14 @@ A run config reads them under ``env.travel`` (with ``env.name: travel``)::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
 from common.config_fields import bound_errors, num
 from common.errors import UserError
 from envs.travel.tracks import BENCHMARK, CAP_KEEPS, SANDBOX, TRACKS, TRAIN_PLANS
+from envs.travel.verdicts import CONSTRAINTS
 
 LEVELS = ("easy", "medium", "hard")
 FLIGHTS_MODES = ("auto", "generated", "file")
@@ -39,7 +41,7 @@ class TravelConfigError(UserError, ValueError):
 class RewardSettings:
     """The shaped reward's weights, which the env (``TravelPlannerEnv(reward_weights=...)``), the
     factory and the run config share; the formula is :func:`envs.travel.reward.plan_reward`. A
-    delivered plan's reward is the weighted mean of the three terms below (a plan that is not
+    delivered plan's reward is the weighted mean of the terms below (a plan that is not
     delivered scores 0); the weights need not sum to 1, only to more than 0."""
 
     final_pass: float = num(0.5, ge=0)
@@ -49,14 +51,31 @@ class RewardSettings:
     hard: float = num(0.25, ge=0)
     """Weight of the fraction of the query's applicable hard constraints (budget, cuisine, room rules,
     transport, ...) the plan meets."""
+    constraints: float = num(0.0, ge=0)
+    """Weight of the plan's official micro pass fraction (0, the default: no such term): the verdicts
+    passed over every constraint the plan is judged on as eval.py counts them -- the 8 commonsense
+    constraints, the budget and the local constraints of the query's level it sets
+    (official_metrics.counted_constraints); a hard constraint not judged counts as failed. Each
+    constraint weighs constraint_weights[name] (1 when not named)."""
+    constraint_weights: dict[str, float] = field(default_factory=dict)
+    """The constraints term's weight per constraint, by the evaluator's names (envs/travel/verdicts.py:
+    minimum_nights_stay, diverse_restaurants, budget, cuisine, ...): a weighted micro pass fraction
+    that puts the gradient on the named constraints; a constraint not named weighs 1, 0 leaves it out."""
 
     def validate(self, section: str = "reward") -> None:
         """Raise :class:`TravelConfigError` (a ``ValueError``) naming ``<section>.<key>`` for weights
         that cannot score: negative, not finite, or summing to 0."""
         for message in bound_errors(self, f"{section}."):
             raise TravelConfigError(message)
-        if self.final_pass + self.commonsense + self.hard <= 0:
+        if self.final_pass + self.commonsense + self.hard + self.constraints <= 0:
             raise TravelConfigError(f"'{section}' weights sum to 0; expected a positive sum")
+        for name, w in dict(self.constraint_weights).items():
+            if name not in CONSTRAINTS:
+                raise TravelConfigError(f"unknown constraint {name!r} in '{section}.constraint_weights'; expected "
+                                        f"one of {', '.join(CONSTRAINTS)}")
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+                raise TravelConfigError(f"bad value for '{section}.constraint_weights.{name}': {w!r}; expected a "
+                                        "number >= 0")
 
 
 @dataclass

@@ -60,6 +60,7 @@ from envs.travel.evaluator import PlanEvaluation, TravelEvaluator, summarize
 from envs.travel.grammar_caps import grammar_caps
 from envs.travel.hub import HUB_ID, parse_split_name
 from envs.travel.index import SandboxIndex
+from envs.travel.official_metrics import counted_constraints
 from envs.travel.plans import MAX_PLAN_CHARS, format_plan
 from envs.travel.queries import default_queries
 from envs.travel.query import QueryView, TravelQuery
@@ -263,7 +264,7 @@ class TravelPlannerEnv(RLTFEnvBase):
                 text = f"<plan given as day records, over {MAX_PLAN_CHARS:,} characters: {ev.error}>"
             else:
                 text = _safe_format(plan)
-            out.append(TravelResult(q.id, text, plan_reward(self.weights, ev), ev))
+            out.append(TravelResult(q.id, text, plan_reward(self.weights, ev, counted_constraints(q)), ev))
         return out
 
     # ------------------------------------------------------------- the trainer's env interface

@@ -62,6 +62,20 @@ def counted_hard_constraints(query: TravelQuery) -> int:
     return 1 + sum(query.local_constraint.get(k) is not None for k in keys)
 
 
+LOCAL_VERDICT = {"house rule": "room_rule", "room type": "room_type", "cuisine": "cuisine",
+                 "transportation": "transportation"}
+"""A query's local-constraint key -> the name of its hard verdict."""
+
+
+def counted_constraints(query: TravelQuery) -> tuple[str, ...]:
+    """The constraints ``eval.py`` counts for the query's plan, by the evaluator's names: the 8
+    commonsense ones, the budget and the local constraints of :func:`counted_hard_constraints`
+    (what the reward's micro pass term is over: ``envs/travel/reward.py``)."""
+    local = tuple(LOCAL_VERDICT[k] for k in COUNTED_LOCAL.get(query.level, ())
+                  if query.local_constraint.get(k) is not None)
+    return (*COMMONSENSE, "budget", *local)
+
+
 def _commonsense_pass(e: PlanEvaluation) -> bool:
     """No commonsense verdict failed (``eval.py``: a ``None`` verdict is no failure)."""
     return e.delivered and all(v.passed is not False for v in e.commonsense.values())

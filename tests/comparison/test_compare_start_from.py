@@ -19,13 +19,15 @@ TINY = ["config=configs/pddl-blocksworld.yaml", "env.pddl.sizes=[3,3]", "env.pdd
         "sft.epochs=2", "rltf.steps=1", "rltf.tasks_per_batch=2", "rltf.k_samples=2", "rltf.eval_every=1",
         "eval.schemas=[finetuned,rltf]", "logging.progress_bar=false", "planner.max_plan_tokens=24"]
 
+OTHER = "rltf.baseline=moving_average"  # an arm unlike the source
+
 
 def suite(**dependent):
     return suite_from_dict({
         "name": "shared", "seeds": 1, "common": TINY,
         "arms": [{"name": "src", "script": "train/rltf.py"},
-                 {"name": "other", "script": "train/rltf.py", "overrides": ["rltf.baseline=moving_average"]},
-                 {"name": "dep", "script": "train/rltf.py", "overrides": ["rltf.baseline=moving_average"], **dependent}],
+                 {"name": "other", "script": "train/rltf.py", "overrides": [OTHER]},
+                 {"name": "dep", "script": "train/rltf.py", "overrides": [OTHER], **dependent}],
         "rows": [{"label": "src", "arm": "src", "schema": "rltf"}]})
 
 
