@@ -58,7 +58,8 @@ def _rel(path: Path) -> str:
 
 
 def provenance_block(sources: list[Path], recorded: dict[str, str], sidecar: Path) -> list[str]:
-    """The page's "where these figures come from" list: recorded by the run > stated by hand > not recorded."""
+    """The page's "where these figures come from" list: recorded by the run > stated by hand > not recorded;
+    then how (``source``) and what to mind (``caveat``), as stated by hand."""
     stated = _provenance(sidecar)
     lines = ["| | |", "|---|---|"]
     lines.append("| source files | " + ", ".join(f"`{_rel(p)}`" for p in sources) + " |")
@@ -71,8 +72,7 @@ def provenance_block(sources: list[Path], recorded: dict[str, str], sidecar: Pat
         else:
             value = NOT_RECORDED
         lines.append(f"| {label} | {value} |")
-    if stated.get("source"):
-        lines.append(f"| how | {stated['source']} |")
+    lines += [f"| {label} | {stated[k]} |" for k, label in (("source", "how"), ("caveat", "caveat")) if stated.get(k)]
     return lines + [""]
 
 
@@ -312,15 +312,18 @@ PAGES = (
          discussion="../envs/travelplanner-benchmark.md"),
     Page("pddl-verdict", "RLTF against TRL GRPO on Blocksworld (pddl, embedded causal planner)",
          RESULTS / "pddl-verdict", render_pddl_verdict,
-         "`python train/compare.py suite=pddl-verdict` (`configs/compare/pddl-verdict.yaml`): generated Blocksworld "
-         "(3-5 blocks; test-long 6-8), both grammars, warm start on k optimal plans, 150 steps × 8 problems × 4 plans "
-         "per trained arm, 5 seeds; goal rate (the env's headline, unshaped) on 500 test and 100 test-long problems "
-         "apart. Sandbox numbers: a small embedded planner on 2 shared CPU cores.",
+         "`python train/compare.py suite=pddl-verdict` (`configs/compare/pddl-verdict.yaml`): generated Blocksworld, "
+         "2,000 train problems of 3-5 blocks (RL draws from all of them; the warm start fits the optimal plans of k "
+         "of them), 150 steps × 8 problems × 4 plans per trained arm; goal rate (the env's headline, unshaped) on "
+         "500 test problems (4-5 blocks) and 100 test-long problems (6-8 blocks) apart. The cells run so far are "
+         "those with figures; the others say \"not run\" (what ran and what is left: the discussion page). "
+         "Sandbox numbers: a small embedded planner on 2 shared CPU cores.",
          discussion="../envs/pddl-verdict.md", optional=True),
     Page("pddl-verdict-mystery", "RLTF against TRL GRPO on Mystery Blocksworld (pddl, embedded causal planner)",
          RESULTS / "pddl-verdict-mystery", render_pddl_verdict,
          "`python train/compare.py suite=pddl-verdict-mystery` (`configs/compare/pddl-verdict-mystery.yaml`): the "
-         "Blocksworld suite with every predicate, action and object renamed (words drawn with seed 1). Sandbox "
+         "Blocksworld suite (the same problems) with every predicate, action and object renamed (words drawn with "
+         "seed 1). The cells run so far are those with figures; the others say \"not run\". Sandbox "
          "numbers: a small embedded planner on 2 shared CPU cores.",
          discussion="../envs/pddl-verdict.md", optional=True),
     Page("gpu-check-h200", "GPU check on one H200", RESULTS / "gpu_check_h200.json", render_gpu_check,
