@@ -153,9 +153,9 @@ def test_the_pddl_verdict_suites_hold_every_arm_at_equal_plans():
     from rltf.comparison.suites import check_arms, load_suite
 
     suite, mystery = load_suite("pddl-verdict"), load_suite("pddl-verdict-mystery")
-    cells = ["syntax-k64", "syntax-kall", "legal-k0", "legal-k64", "legal-kall"]
+    cells = ["syntax-k64", "syntax-k300", "legal-k0", "legal-k64", "legal-k300"]
     assert [a.name for a in suite.arms] == [f"{c}-{m}" for c in cells for m in ("rltf", "rltf-uset", "grpo-constrained")
-                                            ] + ["text-k64-grpo-free", "text-kall-grpo-free", "bounds"]
+                                            ] + ["text-k64-grpo-free", "text-k300-grpo-free", "bounds"]
     assert suite.seeds == 5 and suite.common[-1] == "eval.splits=[non_train]" and suite.splits == ("test", "test-long")
     # Mystery: the same arms, rows and seeds on the renamed domain (and room for its longer action names)
     assert mystery.arms == suite.arms and [r.arm for r in mystery.rows] == [r.arm for r in suite.rows]
@@ -168,14 +168,15 @@ def test_the_pddl_verdict_suites_hold_every_arm_at_equal_plans():
             for c in trained.values()} == {("causal", 4800, 500)}
     assert {(a.split("-")[1], c.env.pddl.grammar, c.sft.enabled, c.sft.max_plans if c.sft.enabled else None)
             for a, c in trained.items()} == {("k0", "legal", False, None), *(
-                (k, g, True, n) for k, n in (("k64", 64), ("kall", 0)) for g in ("syntax", "legal"))}
+                (k, g, True, n) for k, n in (("k64", 64), ("k300", 300)) for g in ("syntax", "legal"))}
     # the rows read the env's headline (the plain goal rate, whatever the shaping: test_pddl_verdict_table.py)
     assert {(c.env.pddl.shaping.goal_fraction, c.env.pddl.shaping.step_cost) for c in trained.values()} == {(0, 0)}
     assert {r.column for r in suite.rows} == {"headline"}
     assert {c.env.pddl.test_long_size for c in loaded.values()} == {100}
     # a cell's arms share its warm start: the RLTF arm's SFT (grpo.warm_start=constrained is that same stage)
     starts = {a.name: a.start_from for a in suite.arms if a.start_from}
-    assert starts == {f"{c}-{m}": f"{c}-rltf" for c in cells if c != "legal-k0" for m in ("rltf-uset", "grpo-constrained")}
+    assert starts == {f"{c}-{m}": f"{c}-rltf" for c in cells if c != "legal-k0"
+                      for m in ("rltf-uset", "grpo-constrained")}
     assert all(loaded[a].grpo.warm_start == "constrained" for a in starts if "grpo" in a)
     assert loaded["syntax-k64-rltf-uset"].rltf.objective == "unordered_set"
     assert loaded["text-k64-grpo-free"].grpo.sampling == "free"
