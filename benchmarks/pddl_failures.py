@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 import envs
-from envs.pddl.simulator import plan_indices
+from envs.pddl.simulator import final_state, plan_indices, simulate
 
 KINDS = ("goal", "passed the goal", "stopped short", "wandered", "at the cap", "not executable")
 SPLITS = ("test", "test-long")
@@ -39,20 +39,15 @@ SPLITS = ("test", "test-long")
 def classify(env, task, plan) -> tuple[str, int]:
     """``(kind, length)`` of one plan of ``task`` (a task of ``env``, a pddl env)."""
     ground = env.instances[task.id].task
-    indices, error = plan_indices(ground, plan if isinstance(plan, str) else tuple(plan))
-    if error is not None:
-        return "not executable", len(indices)
-    state, touched = ground.init, ground.goal_reached(ground.init)
-    for i in indices:
-        a = ground.actions[i]
-        if state & a.pre != a.pre or state & a.neg:
-            return "not executable", len(indices)
-        state = (state & ~a.delete) | a.add
-        touched = touched or ground.goal_reached(state)
-    if ground.goal_reached(state):
-        return "goal", len(indices)
-    if touched:
-        return "passed the goal", len(indices)
+    plan = plan if isinstance(plan, str) else tuple(plan)
+    out = simulate(ground, plan)
+    if not out.valid:
+        return "not executable", out.length
+    if out.reached:
+        return "goal", out.length
+    indices, _ = plan_indices(ground, plan)
+    if any(ground.goal_reached(final_state(ground, indices[:k])) for k in range(len(indices))):
+        return "passed the goal", out.length
     optimal = len(task.reference.actions) if task.reference else None
     if len(indices) >= env.max_plan_length:
         return "at the cap", len(indices)

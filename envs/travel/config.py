@@ -62,12 +62,17 @@ class RewardSettings:
     minimum_nights_stay, diverse_restaurants, budget, cuisine, ...): a weighted micro pass fraction
     that puts the gradient on the named constraints; a constraint not named weighs 1, 0 leaves it out."""
 
+    @property
+    def total(self) -> float:
+        """The weights' sum: what a delivered plan's weighted terms are divided by."""
+        return self.final_pass + self.commonsense + self.hard + self.constraints
+
     def validate(self, section: str = "reward") -> None:
         """Raise :class:`TravelConfigError` (a ``ValueError``) naming ``<section>.<key>`` for weights
         that cannot score: negative, not finite, or summing to 0."""
         for message in bound_errors(self, f"{section}."):
             raise TravelConfigError(message)
-        if self.final_pass + self.commonsense + self.hard + self.constraints <= 0:
+        if self.total <= 0:
             raise TravelConfigError(f"'{section}' weights sum to 0; expected a positive sum")
         for name, w in dict(self.constraint_weights).items():
             if name not in CONSTRAINTS:

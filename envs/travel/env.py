@@ -264,7 +264,8 @@ class TravelPlannerEnv(RLTFEnvBase):
                 text = f"<plan given as day records, over {MAX_PLAN_CHARS:,} characters: {ev.error}>"
             else:
                 text = _safe_format(plan)
-            out.append(TravelResult(q.id, text, plan_reward(self.weights, ev, counted_constraints(q)), ev))
+            counted = counted_constraints(q) if self.weights.constraints else None  # read by that term alone
+            out.append(TravelResult(q.id, text, plan_reward(self.weights, ev, counted), ev))
         return out
 
     # ------------------------------------------------------------- the trainer's env interface

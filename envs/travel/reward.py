@@ -33,10 +33,11 @@ def micro_pass(weights: RewardSettings, ev: PlanEvaluation, counted: Sequence[st
                 **({} if ev.hard is None else {k: v.passed for k, v in ev.hard.items()})}
     cw = weights.constraint_weights
     names = tuple(counted)
-    total = sum(float(cw.get(c, 1.0)) for c in names)
+    weight = {c: float(cw.get(c, 1.0)) for c in names}
+    total = sum(weight.values())
     if total <= 0:
         return 0.0
-    return sum(float(cw.get(c, 1.0)) for c in names if verdicts.get(c) is True) / total
+    return sum(w for c, w in weight.items() if verdicts.get(c) is True) / total
 
 
 def plan_reward(weights: RewardSettings, ev: PlanEvaluation, counted: Sequence[str] | None = None) -> float:
@@ -55,7 +56,7 @@ def plan_reward(weights: RewardSettings, ev: PlanEvaluation, counted: Sequence[s
         if counted is None:
             raise ValueError("reward.constraints is set: plan_reward needs the constraints counted for the query")
         r += w.constraints * micro_pass(w, ev, counted)
-    return float(r / (w.final_pass + w.commonsense + w.hard + w.constraints))
+    return float(r / w.total)
 
 
 def reward_formula(weights: RewardSettings) -> str:
@@ -66,4 +67,4 @@ def reward_formula(weights: RewardSettings) -> str:
         named = ", ".join(f"{k} {v:g}" for k, v in sorted(w.constraint_weights.items()))
         extra = f" + {w.constraints:g}*micro pass over eval.py's constraints" + (f" (weights {named})" if named else "")
     return (f"({w.final_pass:g}*final pass + {w.commonsense:g}*commonsense passed/{len(COMMONSENSE)} + "
-            f"{w.hard:g}*hard passed/set{extra}) / {w.final_pass + w.commonsense + w.hard + w.constraints:g}")
+            f"{w.hard:g}*hard passed/set{extra}) / {w.total:g}")
